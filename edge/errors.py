@@ -1,0 +1,82 @@
+"""Every error is JSON: the one place where outcomes become response bodies."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, Response, g, request
+from flask_limiter import RateLimitExceeded
+from werkzeug.exceptions import HTTPException
+
+from edge.jsonio import json_response
+from edge.ratelimit import rate_limited
+from seckill import errors
+
+log = logging.getLogger("seckill")
+
+MAX_BODY = 4096
+
+_HTTP_CODES = {
+    400: errors.BadRequest,
+    401: errors.Unauthenticated,
+    404: errors.NotFound,
+    405: errors.MethodNotAllowed,
+    413: errors.TooLarge,
+}
+
+
+def error_response(exc: errors.SeckillError) -> Response:
+    g.outcome = exc.code
+    response = json_response(exc.body(), exc.status)
+    for name, value in exc.headers().items():
+        response.headers[name] = value
+    return response
+
+
+def _domain(exc: errors.SeckillError) -> Response:
+    return error_response(exc)
+
+
+def _rate(exc: RateLimitExceeded) -> Response:
+    return error_response(rate_limited(exc))
+
+
+def _http(exc: HTTPException) -> Response:
+    status = exc.code or 500
+    kind = _HTTP_CODES.get(status)
+    if kind is errors.BadRequest:
+        response = error_response(errors.BadRequest(str(exc.description or "")))
+    elif kind is not None:
+        response = error_response(kind())
+    else:
+        code = exc.name.lower().replace(" ", "_")
+        g.outcome = code
+        response = json_response({"error": code, "message": exc.description}, status)
+    valid_methods = getattr(exc, "valid_methods", None)
+    if status == 405 and valid_methods:
+        response.headers["Allow"] = ", ".join(valid_methods)
+    return response
+
+
+def _unexpected(exc: Exception) -> Response:
+    log.exception("unexpected failure on %s %s", request.method, request.path)
+    return error_response(errors.SeckillError())
+
+
+class JsonErrors:
+    """Registers the error handlers and the body-size guard (the first check of all)."""
+
+    def init_app(self, app: Flask) -> None:
+        app.extensions["edge.json_errors"] = self
+        app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
+        app.before_request(self._guard_body)
+        app.register_error_handler(errors.SeckillError, _domain)
+        app.register_error_handler(RateLimitExceeded, _rate)
+        app.register_error_handler(HTTPException, _http)
+        app.register_error_handler(Exception, _unexpected)
+
+    @staticmethod
+    def _guard_body() -> None:
+        length = request.content_length
+        if length is not None and length > MAX_BODY:
+            raise errors.TooLarge()

@@ -1,0 +1,93 @@
+"""Hidden purchase URLs: ``/seckill/<aid>/<token>/buy``, the token an HMAC-SHA256 tag.
+
+The tag covers a canonical message, ``seckill-url|v1|<aid>|<uid>|<expires_at>``. The
+delimiter ``|`` can occur in neither id (see the id patterns in the contract), so no two
+different (activity, user, expiry) triples share a message. The token is
+``<expires_at>.<key id>.<tag>``: the key id picks the verifying key without trial, which makes
+key rotation cheap (``SECKILL_SECRET_KEY=new,old``: the first signs, all verify). Verifying
+needs no Redis.
+
+Why ``hmac`` and not itsdangerous: ``python -m bench.signing`` measured both on this machine;
+the direct HMAC is several times cheaper per verify (figures in the README), and the token
+format is ours to keep canonical. itsdangerous would add a timestamp and its own encoding on
+top of the same primitive.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import time
+from collections.abc import Sequence
+
+from flask import Flask, current_app, g, request
+
+from edge import PURCHASE_URL, active_filters, current_uid, request_activity_id
+from seckill import errors
+
+_MAX_TOKEN = 128
+
+
+def _key_id(key: bytes) -> str:
+    return hashlib.sha256(b"seckill-url-key-id|" + key).hexdigest()[:8]
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+class PurchaseUrlSigner:
+    def __init__(self, keys: Sequence[str], ttl: int, skew: int = 5) -> None:
+        if not keys:
+            raise ValueError("at least one signing key is needed")
+        encoded = [k.encode() for k in keys]
+        self._signing = encoded[0]
+        self._signing_id = _key_id(encoded[0])
+        self._by_id = {_key_id(k): k for k in reversed(encoded)}
+        self.ttl = ttl
+        self.skew = skew
+
+    @staticmethod
+    def _tag(key: bytes, aid: str, uid: str, expires_at: int) -> str:
+        message = f"seckill-url|v1|{aid}|{uid}|{expires_at}".encode()
+        return _b64(hmac.new(key, message, hashlib.sha256).digest())
+
+    def sign(self, aid: str, uid: str, now: float | None = None) -> tuple[str, int]:
+        expires_at = int(time.time() if now is None else now) + self.ttl
+        tag = self._tag(self._signing, aid, uid, expires_at)
+        return f"{expires_at}.{self._signing_id}.{tag}", expires_at
+
+    def verify(self, token: str, aid: str, uid: str, now: float | None = None) -> int:
+        """Return the token's expiry; raise BadSignature if it is not this user's, for this
+        activity, or has expired (allowing ``skew`` seconds between gateway clocks)."""
+        if len(token) > _MAX_TOKEN:
+            raise errors.BadSignature()
+        parts = token.split(".")
+        if len(parts) != 3 or not parts[0].isdigit() or len(parts[0]) > 12:
+            raise errors.BadSignature()
+        expires_at = int(parts[0])
+        key = self._by_id.get(parts[1])
+        if key is None:
+            raise errors.BadSignature()
+        expected = self._tag(key, aid, uid, expires_at)
+        if not hmac.compare_digest(expected.encode(), parts[2].encode()):
+            raise errors.BadSignature()
+        if (time.time() if now is None else now) > expires_at + self.skew:
+            raise errors.BadSignature("this purchase URL has expired; fetch a new one")
+        return expires_at
+
+
+class PurchaseUrls:
+    def init_app(self, app: Flask) -> None:
+        app.extensions["edge.purchase_urls"] = self
+        app.before_request(self._check)
+
+    @staticmethod
+    def _check() -> None:
+        if PURCHASE_URL not in active_filters():
+            return
+        signer: PurchaseUrlSigner = current_app.extensions["seckill"].signer
+        token = (request.view_args or {}).get("token", "")
+        signer.verify(str(token), request_activity_id(), current_uid())
+        g.purchase_url_checked = True

@@ -1,0 +1,44 @@
+"""gunicorn settings for the gateway: ``gunicorn -c gunicorn.conf.py wsgi:app``.
+
+Every value can be overridden from the environment (``GUNICORN_*`` below) or the command line.
+
+* gevent workers: a flash sale is thousands of short, I/O-bound requests (one Redis round trip
+  each); greenlets keep them all in flight without a thread each. gunicorn's gevent worker
+  monkey-patches in the worker before the app is imported, and ``preload_app`` stays off so
+  nothing (Redis pool, sockets) is created before the patch or shared across a fork.
+* workers: one per core by default; the work is CPU-bound Python between Redis calls, so more
+  workers than cores only adds context switches.
+* worker_connections: greenlets per worker; the app sizes its Redis pool from
+  ``SECKILL_REDIS_MAX_CONNECTIONS`` (set below to match, so a greenlet waits for a connection
+  instead of failing with MaxConnectionsError).
+* keepalive longer than nginx's upstream keepalive_timeout, so nginx's pool is reused rather
+  than closed under it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
+worker_class = "gevent"
+workers = int(os.environ.get("GUNICORN_WORKERS", str(multiprocessing.cpu_count())))
+worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS", "1000"))
+keepalive = int(os.environ.get("GUNICORN_KEEPALIVE", "75"))
+timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
+graceful_timeout = int(os.environ.get("GUNICORN_GRACEFUL_TIMEOUT", "10"))
+backlog = int(os.environ.get("GUNICORN_BACKLOG", "2048"))
+preload_app = False
+accesslog = os.environ.get("GUNICORN_ACCESSLOG") or None
+# %(s)s is the status; the X-Seckill-Outcome response header names the contract outcome.
+access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms outcome=%({x-seckill-outcome}o)s'
+
+os.environ.setdefault("SECKILL_REDIS_MAX_CONNECTIONS", str(min(worker_connections, 500)))
+
+
+def child_exit(server: object, worker: object) -> None:
+    """Drop a dead worker's metric files (prometheus multiprocess mode)."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(getattr(worker, "pid", 0))

@@ -1,0 +1,239 @@
+"""Activities: what is on sale, when, and how much of it; validated, stored, and cached."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+
+from seckill import errors
+from seckill.store import KeySpace, Scripts
+
+ACTIVITY_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+USER_ID = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
+
+RESERVED_IDS = frozenset({"activities", "url", "time"})
+MAX_TOTAL = 1_000_000_000
+MAX_PER_USER = 10_000
+MAX_NAME = 200
+UNLIMITED = -1
+
+_CREATE_FIELDS = {"id", "name", "total", "starts_at", "ends_at", "per_user_limit", "kind"}
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def iso_from_ms(ms: int) -> str:
+    stamp = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    text = stamp.isoformat(timespec="milliseconds" if ms % 1000 else "seconds")
+    return text.replace("+00:00", "Z")
+
+
+def ms_from_iso(value: Any, field: str) -> int:
+    if not isinstance(value, str) or len(value) > 64:
+        raise errors.BadRequest(f"{field} must be an ISO 8601 time with an offset", field=field)
+    try:
+        stamp = datetime.fromisoformat(value)
+    except ValueError:
+        raise errors.BadRequest(
+            f"{field} is not an ISO 8601 time: {value!r}", field=field
+        ) from None
+    if stamp.tzinfo is None:
+        raise errors.BadRequest(
+            f"{field} needs an offset (e.g. 2026-11-21T12:00:00Z)", field=field
+        )
+    return int(stamp.timestamp() * 1000)
+
+
+def is_activity_id(value: object) -> bool:
+    return isinstance(value, str) and ACTIVITY_ID.fullmatch(value) is not None
+
+
+def _int_field(body: dict[str, Any], field: str, default: int | None, minimum: int, maximum: int,
+               nullable: bool = False) -> int | None:
+    if field not in body:
+        if default is None and not nullable:
+            raise errors.BadRequest(f"{field} is required", field=field)
+        return default
+    value = body[field]
+    if value is None and nullable:
+        return None
+    # bool is an int in Python; true/false is never a count.
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise errors.BadRequest(f"{field} must be an integer", field=field)
+    if not minimum <= value <= maximum:
+        raise errors.BadRequest(f"{field} must be between {minimum} and {maximum}", field=field)
+    return value
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Activity:
+    id: str
+    name: str
+    starts_ms: int
+    ends_ms: int
+    total: int | None  # None: unlimited
+    remaining: int | None
+    per_user_limit: int = 1
+    kind: str = "stock"
+
+    def state(self, at_ms: int) -> str:
+        if at_ms >= self.ends_ms:
+            return "ended"
+        if at_ms < self.starts_ms:
+            return "upcoming"
+        if self.remaining == 0:
+            return "sold_out"
+        return "open"
+
+    def public(self, at_ms: int) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "kind": self.kind,
+            "starts_at": iso_from_ms(self.starts_ms),
+            "ends_at": iso_from_ms(self.ends_ms),
+            "total": self.total,
+            "remaining": self.remaining,
+            "per_user_limit": self.per_user_limit,
+            "state": self.state(at_ms),
+        }
+
+    def redis_fields(self, created_ms: int) -> list[str | int]:
+        total = UNLIMITED if self.total is None else self.total
+        remaining = UNLIMITED if self.remaining is None else self.remaining
+        return [
+            "name", self.name, "kind", self.kind,
+            "starts_ms", self.starts_ms, "ends_ms", self.ends_ms,
+            "total", total, "remaining", remaining,
+            "per_user_limit", self.per_user_limit, "sold", 0, "seq", 0, "created_ms", created_ms,
+        ]
+
+    @classmethod
+    def from_redis(cls, aid: str, fields: dict[str, str]) -> Activity:
+        total = int(fields["total"])
+        remaining = int(fields["remaining"])
+        return cls(
+            id=aid,
+            name=fields.get("name", aid),
+            starts_ms=int(fields["starts_ms"]),
+            ends_ms=int(fields["ends_ms"]),
+            total=None if total == UNLIMITED else total,
+            remaining=None if remaining == UNLIMITED else remaining,
+            per_user_limit=int(fields.get("per_user_limit", 1)),
+            kind=fields.get("kind", "stock"),
+        )
+
+
+def parse_new_activity(body: Any, at_ms: int | None = None) -> Activity:
+    """Validate an operator's ``POST /admin/activities`` body; raise BadRequest on anything off."""
+    if not isinstance(body, dict):
+        raise errors.BadRequest("the body must be a JSON object")
+    unknown = sorted(set(body) - _CREATE_FIELDS)
+    if unknown:
+        raise errors.BadRequest(f"unknown fields: {', '.join(unknown)}", fields=unknown)
+    aid = body.get("id")
+    if not is_activity_id(aid):
+        raise errors.BadRequest("id must match [A-Za-z0-9_-]{1,64}", field="id")
+    assert isinstance(aid, str)
+    if aid in RESERVED_IDS:
+        # /seckill/activities/<aid> and /seckill/<aid>/order would shadow each other.
+        raise errors.BadRequest(f"id {aid!r} is reserved", field="id")
+    name = body.get("name")
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME:
+        raise errors.BadRequest(f"name must be a non-empty string of at most {MAX_NAME} characters",
+                                field="name")
+    kind = body.get("kind", "stock")
+    if kind != "stock":
+        raise errors.BadRequest(f"kind must be 'stock' (got {kind!r})", field="kind")
+    if "total" not in body:
+        raise errors.BadRequest("total is required (an integer >= 0, or null for unlimited)",
+                                field="total")
+    total = _int_field(body, "total", None, 0, MAX_TOTAL, nullable=True)
+    per_user = _int_field(body, "per_user_limit", 1, 1, MAX_PER_USER)
+    assert per_user is not None
+    starts_ms = ms_from_iso(body.get("starts_at"), "starts_at")
+    ends_ms = ms_from_iso(body.get("ends_at"), "ends_at")
+    if ends_ms <= starts_ms:
+        raise errors.BadRequest("ends_at must be after starts_at", field="ends_at")
+    if ends_ms <= (now_ms() if at_ms is None else at_ms):
+        raise errors.BadRequest("ends_at is in the past", field="ends_at")
+    return Activity(
+        id=aid, name=name, starts_ms=starts_ms, ends_ms=ends_ms,
+        total=total, remaining=total, per_user_limit=per_user, kind=kind,
+    )
+
+
+class ActivityStore:
+    """Activities as Redis holds them (the meta hash is the stock's home too)."""
+
+    def __init__(self, client: redis.Redis, keys: KeySpace, scripts: Scripts) -> None:
+        self.client = client
+        self.keys = keys
+        self.scripts = scripts
+
+    def create(self, activity: Activity) -> None:
+        created = self.scripts.create_activity(
+            keys=[self.keys.meta(activity.id)], args=activity.redis_fields(now_ms())
+        )
+        if not created:
+            raise errors.ActivityExists(activity=activity.id)
+
+    def load(self, aid: str) -> Activity | None:
+        fields = self.client.hgetall(self.keys.meta(aid))
+        if not fields:
+            return None
+        return Activity.from_redis(aid, fields)  # type: ignore[arg-type]
+
+
+class ActivityCache:
+    """In-process, short-lived copies of activity metadata.
+
+    Lets the edge reject before-start, after-end and unknown-activity requests without a
+    Redis round trip. Stale by at most ``ttl`` seconds, which is harmless: the purchase
+    script re-checks everything on Redis's own data and clock.
+    """
+
+    def __init__(self, store: ActivityStore, ttl: float) -> None:
+        self.store = store
+        self.ttl = ttl
+        self._entries: dict[str, tuple[float, Activity | None]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, aid: str) -> Activity | None:
+        entry = self._entries.get(aid)
+        now = time.monotonic()
+        if entry is not None and entry[0] > now:
+            return entry[1]
+        activity = self.store.load(aid)
+        with self._lock:
+            if len(self._entries) > 10_000:
+                # Unknown ids are cached too; never let a flood of random ids grow this forever.
+                self._entries.clear()
+            self._entries[aid] = (now + self.ttl, activity)
+        return activity
+
+    def note_remaining(self, aid: str, remaining: int | None) -> None:
+        """Fold what the purchase script just said into the cached copy (no extra round trip),
+        so that the sold-out flag is raised in this process the moment the script sees it."""
+        entry = self._entries.get(aid)
+        if entry is not None and entry[1] is not None and entry[1].remaining != remaining:
+            self._entries[aid] = (entry[0], dataclasses.replace(entry[1], remaining=remaining))
+
+    def forget(self, aid: str) -> None:
+        self._entries.pop(aid, None)
+
+    def require(self, aid: str) -> Activity:
+        if not is_activity_id(aid):
+            raise errors.UnknownActivity(activity=aid[:80])
+        activity = self.get(aid)
+        if activity is None:
+            raise errors.UnknownActivity(activity=aid)
+        return activity

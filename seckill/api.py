@@ -1,0 +1,146 @@
+"""The HTTP routes of ``../shared/API.md``. Each view is short: the edge has already run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from flask import Blueprint, Response, current_app, g, request
+
+import edge
+from edge.ratelimit import UserRateLimit
+from seckill import db, errors, metrics
+from seckill.activities import Activity, is_activity_id, now_ms, parse_new_activity
+
+
+def _services() -> Any:
+    return current_app.extensions["seckill"]
+
+
+def _json_body(allow_empty: bool) -> Any:
+    raw = request.get_data(cache=False)
+    if not raw.strip():
+        if allow_empty:
+            return {}
+        raise errors.BadRequest("a JSON body is required")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise errors.BadRequest("the body is not valid JSON") from None
+
+
+def parse_quantity(body: Any, per_user_limit: int) -> int:
+    if not isinstance(body, dict):
+        raise errors.BadRequest("the body must be a JSON object, e.g. {\"quantity\": 1}")
+    unknown = sorted(set(body) - {"quantity"})
+    if unknown:
+        raise errors.BadRequest(f"unknown fields: {', '.join(unknown)}", fields=unknown)
+    quantity = body.get("quantity", 1)
+    if (
+        not isinstance(quantity, int)
+        or isinstance(quantity, bool)
+        or not 1 <= quantity <= per_user_limit
+    ):
+        raise errors.BadRequest(
+            f"quantity must be an integer in 1..{per_user_limit}", field="quantity"
+        )
+    return quantity
+
+
+def user_blueprint(rate_limit: UserRateLimit) -> Blueprint:
+    bp = Blueprint("user", __name__)
+    per_user = rate_limit.limit()
+
+    @bp.get("/seckill/time")
+    def time_now() -> dict[str, Any]:
+        return {"now_ms": now_ms()}
+
+    @bp.get("/seckill/activities/<aid>")
+    def activity(aid: str) -> dict[str, Any]:
+        found: Activity = _services().cache.require(aid)
+        return found.public(now_ms())
+
+    @bp.get("/seckill/url")
+    @per_user
+    @edge.filters(edge.USER, edge.WINDOW, edge.IN_STOCK)
+    def purchase_url() -> dict[str, Any]:
+        activity: Activity = g.activity
+        token, expires_at = _services().signer.sign(activity.id, edge.current_uid())
+        return {"url": f"/seckill/{activity.id}/{token}/buy", "expires_at": expires_at}
+
+    @bp.post("/seckill/<aid>/<token>/buy")
+    @per_user
+    @edge.filters(edge.USER, edge.WINDOW, edge.PURCHASE_URL)
+    def purchase(aid: str, token: str) -> dict[str, Any]:
+        activity: Activity = g.activity
+        quantity = parse_quantity(_json_body(allow_empty=True), activity.per_user_limit)
+        services = _services()
+        try:
+            bought = services.stock.purchase(activity.id, edge.current_uid(), quantity)
+        except errors.SoldOut:
+            services.cache.note_remaining(activity.id, 0)
+            raise
+        services.cache.note_remaining(activity.id, bought.remaining)
+        return {"status": "ok", "order_id": bought.order_id, "quantity": bought.quantity}
+
+    @bp.get("/seckill/<aid>/order")
+    @edge.filters(edge.USER)
+    def order_status(aid: str) -> dict[str, Any]:
+        services = _services()
+        services.cache.require(aid)
+        return services.stock.order_status(aid, edge.current_uid()).body()
+
+    return bp
+
+
+def admin_blueprint() -> Blueprint:
+    bp = Blueprint("admin", __name__)
+
+    @bp.post("/admin/activities")
+    @edge.filters(edge.ADMIN)
+    def create_activity() -> tuple[dict[str, Any], int]:
+        services = _services()
+        activity = parse_new_activity(_json_body(allow_empty=False))
+        services.activities.create(activity)
+        services.cache.forget(activity.id)
+        return activity.public(now_ms()), 201
+
+    @bp.get("/admin/activities/<aid>/stats")
+    @edge.filters(edge.ADMIN)
+    def stats(aid: str) -> dict[str, Any]:
+        if not is_activity_id(aid):
+            raise errors.UnknownActivity(activity=aid[:80])
+        found = _services().stock.stats(aid)
+        if found is None:
+            raise errors.UnknownActivity(activity=aid)
+        return found.body()
+
+    return bp
+
+
+def service_blueprint() -> Blueprint:
+    bp = Blueprint("service", __name__)
+
+    @bp.get("/healthz")
+    def healthz() -> tuple[dict[str, Any], int]:
+        services = _services()
+        problems: dict[str, str] = {}
+        try:
+            services.client.ping()
+        except Exception as exc:
+            problems["redis"] = type(exc).__name__
+        try:
+            db.ping(services.engine)
+        except Exception as exc:
+            problems["database"] = type(exc).__name__
+        if problems:
+            g.outcome = "unavailable"
+            return {"status": "unavailable", "failing": problems}, 503
+        return {"status": "ok"}, 200
+
+    @bp.get("/metrics")
+    def metrics_view() -> Response:
+        body, content_type = metrics.render()
+        return Response(body, content_type=content_type)
+
+    return bp

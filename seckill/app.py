@@ -1,0 +1,119 @@
+"""The application factory. Nothing connects to Redis or builds an app at import time."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Mapping
+from functools import cached_property
+
+import redis
+import sqlalchemy as sa
+from flask import Flask, Response, g, request
+
+from edge.errors import JsonErrors
+from edge.identity import Identity
+from edge.jsonio import OrjsonProvider
+from edge.purchase_url import PurchaseUrls, PurchaseUrlSigner
+from edge.ratelimit import UserRateLimit
+from edge.window import SaleWindow
+from seckill import db, metrics
+from seckill.activities import ActivityCache, ActivityStore
+from seckill.config import Settings
+from seckill.stock import StockService
+from seckill.store import KeySpace, Scripts, make_pool
+
+
+@dataclasses.dataclass
+class Services:
+    """What the views and the edge share, kept in ``app.extensions["seckill"]``."""
+
+    settings: Settings
+    pool: redis.BlockingConnectionPool
+    client: redis.Redis
+    keys: KeySpace
+    scripts: Scripts
+    activities: ActivityStore
+    cache: ActivityCache
+    stock: StockService
+    signer: PurchaseUrlSigner
+
+    @cached_property
+    def engine(self) -> sa.Engine:
+        return db.make_engine(self.settings.database_url)
+
+    @classmethod
+    def build(cls, settings: Settings) -> Services:
+        pool = make_pool(settings)  # lazy: no connection is opened until the first command
+        client = redis.Redis(connection_pool=pool)
+        keys = KeySpace(settings.key_prefix)
+        scripts = Scripts(client)
+        activities = ActivityStore(client, keys, scripts)
+        return cls(
+            settings=settings,
+            pool=pool,
+            client=client,
+            keys=keys,
+            scripts=scripts,
+            activities=activities,
+            cache=ActivityCache(activities, settings.meta_ttl),
+            stock=StockService(client, keys, scripts),
+            signer=PurchaseUrlSigner(settings.secret_keys, settings.url_ttl, settings.clock_skew),
+        )
+
+
+def _settings(config: Settings | Mapping[str, str] | None) -> Settings:
+    if isinstance(config, Settings):
+        return config
+    return Settings.from_env(config)
+
+
+def create_app(config: Settings | Mapping[str, str] | None = None) -> Flask:
+    settings = _settings(config)
+    settings.announce_generated()
+    app = Flask(__name__)
+    app.json = OrjsonProvider(app)
+    app.config["SECKILL_SETTINGS"] = settings
+    services = Services.build(settings)
+    app.extensions["seckill"] = services
+
+    if settings.behind_proxy:
+        from werkzeug.middleware.proxy_fix import ProxyFix
+
+        # Exactly one trusted hop: nginx overwrites X-Forwarded-For with $remote_addr.
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=1, x_proto=1)  # type: ignore[method-assign]
+
+    instance = settings.instance
+
+    @app.before_request
+    def _start_clock() -> None:
+        g.started = time.perf_counter()
+
+    # The edge, in the order of the request path (each registers one before_request hook).
+    JsonErrors().init_app(app)
+    Identity().init_app(app)
+    SaleWindow().init_app(app)
+    PurchaseUrls().init_app(app)
+    rate_limit = UserRateLimit()
+    rate_limit.init_app(app, services.pool, services.keys.rate_limit_prefix())
+
+    from seckill.api import admin_blueprint, service_blueprint, user_blueprint
+
+    app.register_blueprint(user_blueprint(rate_limit))
+    app.register_blueprint(admin_blueprint())
+    app.register_blueprint(service_blueprint())
+
+    @app.after_request
+    def _observe(response: Response) -> Response:
+        outcome = g.get("outcome", "ok")
+        endpoint = request.endpoint or "unmatched"
+        metrics.REQUESTS.labels(endpoint, outcome).inc()
+        if endpoint == "user.purchase":
+            metrics.PURCHASE_SECONDS.labels(outcome).observe(time.perf_counter() - g.started)
+        response.headers["X-Seckill-Instance"] = instance
+        response.headers["X-Seckill-Outcome"] = outcome
+        return response
+
+    logging.getLogger("seckill").setLevel(logging.INFO)
+    return app

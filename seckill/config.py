@@ -1,0 +1,161 @@
+"""Every configuration name in one place, read from the environment with typed coercion.
+
+No production secret has a default: in ``production`` (the default) a missing secret stops
+the gateway with the variable's name; in ``development`` a random one is generated and
+printed so that a person trying the project can still mint tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import secrets
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(RuntimeError):
+    """The environment does not describe a gateway that can run."""
+
+
+MIN_KEY_BYTES = 32
+SECRET_VARS = ("SECKILL_SECRET_KEY", "SECKILL_JWT_SECRET", "SECKILL_ADMIN_TOKEN")
+
+
+def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise ConfigError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+    if value <= 0:
+        raise ConfigError(f"{name} must be > 0, got {value}")
+    return value
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    lowered = raw.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise ConfigError(f"{name} must be a boolean (1/0, true/false), got {raw!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    env: str
+    redis_url: str
+    database_url: str
+    data_dir: Path
+    # Newest first: the first key signs purchase URLs, every key verifies them.
+    secret_keys: tuple[str, ...]
+    jwt_secret: str
+    admin_token: str
+    url_ttl: int
+    user_rate: str
+    key_prefix: str
+    meta_ttl: float
+    redis_timeout: float
+    redis_max_connections: int
+    clock_skew: int
+    behind_proxy: bool
+    instance: str
+    generated: tuple[str, ...] = ()
+
+    @property
+    def development(self) -> bool:
+        return self.env == "development"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        env = dict(os.environ if environ is None else environ)
+        mode = env.get("SECKILL_ENV", "production").strip().lower() or "production"
+        if mode not in {"production", "development"}:
+            raise ConfigError(f"SECKILL_ENV must be 'production' or 'development', got {mode!r}")
+
+        data_dir = Path(env.get("SECKILL_DATA_DIR") or ".seckill-data").resolve()
+        generated: list[str] = []
+        found: dict[str, str] = {}
+        for name in SECRET_VARS:
+            value = env.get(name, "").strip()
+            if not value:
+                if mode != "development":
+                    raise ConfigError(
+                        f"{name} is not set; it is required when SECKILL_ENV=production "
+                        "(set SECKILL_ENV=development to generate throw-away secrets)"
+                    )
+                value = secrets.token_urlsafe(32)
+                generated.append(name)
+            found[name] = value
+
+        keys = tuple(k.strip() for k in found["SECKILL_SECRET_KEY"].split(",") if k.strip())
+        if not keys:
+            raise ConfigError("SECKILL_SECRET_KEY holds no key")
+        # RFC 7518 section 3.2: an HS256 key must be at least as long as the hash (32 bytes).
+        for name, values in (("SECKILL_SECRET_KEY", keys), ("SECKILL_JWT_SECRET",
+                                                             (found["SECKILL_JWT_SECRET"],))):
+            if any(len(v.encode()) < MIN_KEY_BYTES for v in values):
+                raise ConfigError(f"{name} must be at least {MIN_KEY_BYTES} bytes (HS256 key)")
+
+        default_db = f"sqlite:///{data_dir / 'seckill.db'}"
+        settings = cls(
+            env=mode,
+            redis_url=env.get("REDIS_URL") or "redis://127.0.0.1:6379/0",
+            database_url=env.get("DATABASE_URL") or default_db,
+            data_dir=data_dir,
+            secret_keys=keys,
+            jwt_secret=found["SECKILL_JWT_SECRET"],
+            admin_token=found["SECKILL_ADMIN_TOKEN"],
+            url_ttl=_int(env, "SECKILL_URL_TTL", 60, minimum=1),
+            user_rate=env.get("SECKILL_USER_RATE") or "5/second",
+            key_prefix=env.get("SECKILL_KEY_PREFIX") or "seckill",
+            meta_ttl=_float(env, "SECKILL_META_TTL", 1.0),
+            redis_timeout=_float(env, "SECKILL_REDIS_TIMEOUT", 1.0),
+            redis_max_connections=_int(env, "SECKILL_REDIS_MAX_CONNECTIONS", 200, minimum=1),
+            clock_skew=_int(env, "SECKILL_CLOCK_SKEW", 5),
+            behind_proxy=_bool(env, "SECKILL_BEHIND_PROXY", False),
+            instance=env.get("SECKILL_INSTANCE") or f"{os.uname().nodename}:{os.getpid()}",
+            generated=tuple(generated),
+        )
+        if overrides:
+            settings = dataclasses.replace(settings, **overrides)
+        return settings
+
+    def announce_generated(self) -> None:
+        """Tell the person running a development gateway which secrets were made up."""
+        if not self.generated:
+            return
+        lines = [f"  {name}={self.secret_for(name)}" for name in self.generated]
+        print(
+            "seckill: development mode, generated throw-away secrets "
+            "(export them to keep tokens valid across restarts):\n" + "\n".join(lines),
+            file=sys.stderr,
+        )
+
+    def secret_for(self, name: str) -> str:
+        return {
+            "SECKILL_SECRET_KEY": ",".join(self.secret_keys),
+            "SECKILL_JWT_SECRET": self.jwt_secret,
+            "SECKILL_ADMIN_TOKEN": self.admin_token,
+        }[name]

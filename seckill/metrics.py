@@ -1,0 +1,44 @@
+"""Prometheus metrics, defined once per process.
+
+Under gunicorn each worker is a process; when ``PROMETHEUS_MULTIPROC_DIR`` is set (``seckill
+up`` sets it) ``/metrics`` aggregates every worker's numbers, otherwise it shows this one.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+
+REQUESTS = Counter(
+    "seckill_requests_total",
+    "Requests answered, by endpoint and outcome (ok or the contract's error code).",
+    ["endpoint", "outcome"],
+)
+PURCHASE_SECONDS = Histogram(
+    "seckill_purchase_seconds",
+    "Time to answer a purchase, edge included, by outcome.",
+    ["outcome"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+)
+RATELIMIT_FAILURES = Counter(
+    "seckill_ratelimit_failures_total",
+    "Requests let through because the rate limiter's Redis could not be reached (fail open).",
+)
+
+
+def render() -> tuple[bytes, str]:
+    multiproc_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if multiproc_dir:
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry, path=multiproc_dir)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(), CONTENT_TYPE_LATEST

@@ -1,0 +1,82 @@
+"""Redis plumbing: the connection pool, the key space, and the Lua scripts.
+
+One blocking pool per process, sized for gevent (thousands of greenlets share a few hundred
+connections and wait for one instead of failing with ``MaxConnectionsError``), with short
+socket timeouts and **no retries**: redis-py 8 retries on timeouts by default, and a retried
+EVALSHA is a second purchase. Callers decide what a failure means (a purchase fails closed).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import redis
+from redis.backoff import NoBackoff
+from redis.commands.core import Script
+from redis.retry import Retry
+
+from seckill.config import Settings
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def resource_dir(name: str) -> Path:
+    """Where ``lua/`` or ``nginx/`` lives: inside an installed wheel, or the source tree."""
+    for candidate in (_PACKAGE_DIR / "_files" / name, _PACKAGE_DIR.parent / name):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"cannot find the {name}/ folder next to {_PACKAGE_DIR}")
+
+
+@functools.cache
+def lua_source(name: str) -> str:
+    return (resource_dir("lua") / f"{name}.lua").read_text(encoding="utf-8")
+
+
+def make_pool(settings: Settings) -> redis.BlockingConnectionPool:
+    kwargs = redis.connection.parse_url(settings.redis_url)
+    connection_class = kwargs.pop("connection_class", redis.Connection)
+    return redis.BlockingConnectionPool(
+        max_connections=settings.redis_max_connections,
+        timeout=settings.redis_timeout,  # waiting for a free connection
+        connection_class=connection_class,
+        socket_timeout=settings.redis_timeout,
+        socket_connect_timeout=settings.redis_timeout,
+        retry=Retry(NoBackoff(), 0),
+        decode_responses=True,
+        health_check_interval=0,
+        **kwargs,
+    )
+
+
+class KeySpace:
+    """Key names. Every key of one activity shares the hash tag ``{<aid>}`` (Redis Cluster)."""
+
+    __slots__ = ("prefix",)
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    def meta(self, aid: str) -> str:
+        return f"{self.prefix}:{{{aid}}}:meta"
+
+    def buyers(self, aid: str) -> str:
+        return f"{self.prefix}:{{{aid}}}:buyers"
+
+    def orders(self, aid: str) -> str:
+        return f"{self.prefix}:{{{aid}}}:orders"
+
+    def activity_keys(self, aid: str) -> list[str]:
+        return [self.meta(aid), self.buyers(aid), self.orders(aid)]
+
+    def rate_limit_prefix(self) -> str:
+        return f"{self.prefix}:rl"
+
+
+class Scripts:
+    """The Lua scripts registered once on one client (EVALSHA, reloaded on NOSCRIPT)."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.purchase: Script = client.register_script(lua_source("purchase"))
+        self.create_activity: Script = client.register_script(lua_source("create_activity"))

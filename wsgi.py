@@ -1,0 +1,7 @@
+"""What gunicorn loads: ``gunicorn -c gunicorn.conf.py wsgi:app``."""
+
+from __future__ import annotations
+
+from seckill.app import create_app
+
+app = create_app()
