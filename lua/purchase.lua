@@ -2,7 +2,8 @@
 --
 -- KEYS[1]  seckill:{<aid>}:meta    hash: starts_ms, ends_ms, per_user_limit, remaining
 --                                  (-1 = unlimited), sold (units), seq (order sequence)
--- KEYS[2]  seckill:{<aid>}:buyers  hash: user id -> order id
+-- KEYS[2]  seckill:{<aid>}:buyers  hash: user id -> order id (suffix "|c" once the orders
+--                                  worker has stored it in the database)
 -- KEYS[3]  seckill:{<aid>}:orders  stream of decided orders (never trimmed by length)
 -- ARGV[1]  user id (already validated by the edge)
 -- ARGV[2]  quantity (integer >= 1, already validated against the cached limit)
@@ -10,7 +11,7 @@
 --
 -- Returns a flat array, first element the outcome:
 --   {"ok", order_id, remaining}        remaining is -1 for unlimited stock
---   {"already_purchased", order_id}    idempotent repeat: the earlier order
+--   {"already_purchased", order_id}    idempotent repeat: the earlier order (may end in "|c")
 --   {"not_started", starts_ms, now_ms}
 --   {"ended"}
 --   {"sold_out"}
@@ -67,6 +68,6 @@ local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
 local order_id = string.format('%s-%013d-%06d', ARGV[3], now_ms, seq)
 redis.call('HSET', KEYS[2], uid, order_id)
 redis.call('XADD', KEYS[3], '*',
-  'order_id', order_id, 'activity', ARGV[3], 'user', uid,
+  'type', 'purchase', 'order_id', order_id, 'activity', ARGV[3], 'user', uid,
   'quantity', qty, 'ts', now_ms)
 return {'ok', order_id, remaining}

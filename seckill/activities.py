@@ -6,6 +6,7 @@ import dataclasses
 import re
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -179,12 +180,13 @@ class ActivityStore:
         self.keys = keys
         self.scripts = scripts
 
-    def create(self, activity: Activity) -> None:
-        created = self.scripts.create_activity(
-            keys=[self.keys.meta(activity.id)], args=activity.redis_fields(now_ms())
+    def create(self, activity: Activity) -> bool:
+        """Warm a new activity into Redis; False if Redis already holds one with this id."""
+        return bool(
+            self.scripts.create_activity(
+                keys=[self.keys.meta(activity.id)], args=activity.redis_fields(now_ms())
+            )
         )
-        if not created:
-            raise errors.ActivityExists(activity=activity.id)
 
     def load(self, aid: str) -> Activity | None:
         fields = self.client.hgetall(self.keys.meta(aid))
@@ -201,9 +203,14 @@ class ActivityCache:
     script re-checks everything on Redis's own data and clock.
     """
 
-    def __init__(self, store: ActivityStore, ttl: float) -> None:
+    def __init__(
+        self, store: ActivityStore, ttl: float, restore: Callable[[str], bool] | None = None
+    ) -> None:
         self.store = store
         self.ttl = ttl
+        # Called when Redis has no meta for an id: rebuilds it from the database if the
+        # database knows it (see seckill.recovery); returns whether it exists.
+        self.restore = restore
         self._entries: dict[str, tuple[float, Activity | None]] = {}
         self._lock = threading.Lock()
 
@@ -213,6 +220,8 @@ class ActivityCache:
         if entry is not None and entry[0] > now:
             return entry[1]
         activity = self.store.load(aid)
+        if activity is None and self.restore is not None and self.restore(aid):
+            activity = self.store.load(aid)
         with self._lock:
             if len(self._entries) > 10_000:
                 # Unknown ids are cached too; never let a flood of random ids grow this forever.

@@ -9,8 +9,9 @@ from flask import Blueprint, Response, current_app, g, request
 
 import edge
 from edge.ratelimit import UserRateLimit
-from seckill import db, errors, metrics
+from seckill import catalog, db, errors, metrics
 from seckill.activities import Activity, is_activity_id, now_ms, parse_new_activity
+from seckill.orders import activity_of_order
 
 
 def _services() -> Any:
@@ -101,9 +102,19 @@ def admin_blueprint() -> Blueprint:
     def create_activity() -> tuple[dict[str, Any], int]:
         services = _services()
         activity = parse_new_activity(_json_body(allow_empty=False))
-        services.activities.create(activity)
+        catalog.create_activity(services.book, services.activities, activity)
         services.cache.forget(activity.id)
         return activity.public(now_ms()), 201
+
+    @bp.post("/admin/orders/<order_id>/cancel")
+    @edge.filters(edge.ADMIN)
+    def cancel_order(order_id: str) -> dict[str, Any]:
+        services = _services()
+        services.stock.cancel(order_id)
+        aid = activity_of_order(order_id)
+        if aid is not None:
+            services.cache.forget(aid)
+        return {"status": "cancelled", "order_id": order_id}
 
     @bp.get("/admin/activities/<aid>/stats")
     @edge.filters(edge.ADMIN)
@@ -130,6 +141,7 @@ def service_blueprint() -> Blueprint:
         except Exception as exc:
             problems["redis"] = type(exc).__name__
         try:
+            services.book.ready()
             db.ping(services.engine)
         except Exception as exc:
             problems["database"] = type(exc).__name__

@@ -6,7 +6,6 @@ import dataclasses
 import logging
 import time
 from collections.abc import Mapping
-from functools import cached_property
 
 import redis
 import sqlalchemy as sa
@@ -21,6 +20,9 @@ from edge.window import SaleWindow
 from seckill import db, metrics
 from seckill.activities import ActivityCache, ActivityStore
 from seckill.config import Settings
+from seckill.durability import Durability
+from seckill.orders import OrderBook
+from seckill.recovery import Restorer
 from seckill.stock import StockService
 from seckill.store import KeySpace, Scripts, make_pool
 
@@ -38,18 +40,21 @@ class Services:
     cache: ActivityCache
     stock: StockService
     signer: PurchaseUrlSigner
-
-    @cached_property
-    def engine(self) -> sa.Engine:
-        return db.make_engine(self.settings.database_url)
+    engine: sa.Engine
+    book: OrderBook
+    restorer: Restorer
 
     @classmethod
     def build(cls, settings: Settings) -> Services:
-        pool = make_pool(settings)  # lazy: no connection is opened until the first command
+        # Lazy: no Redis or database connection is opened until the first request needs one.
+        pool = make_pool(settings)
         client = redis.Redis(connection_pool=pool)
         keys = KeySpace(settings.key_prefix)
         scripts = Scripts(client)
         activities = ActivityStore(client, keys, scripts)
+        engine = db.make_engine(settings.database_url)
+        book = OrderBook(engine)
+        restorer = Restorer(client, keys, scripts, book)
         return cls(
             settings=settings,
             pool=pool,
@@ -57,10 +62,19 @@ class Services:
             keys=keys,
             scripts=scripts,
             activities=activities,
-            cache=ActivityCache(activities, settings.meta_ttl),
-            stock=StockService(client, keys, scripts),
+            cache=ActivityCache(activities, settings.meta_ttl, restore=restorer.ensure),
+            stock=StockService(
+                client, keys, scripts, book, restorer, Durability(settings.durability)
+            ),
             signer=PurchaseUrlSigner(settings.secret_keys, settings.url_ttl, settings.clock_skew),
+            engine=engine,
+            book=book,
+            restorer=restorer,
         )
+
+    def close(self) -> None:
+        self.pool.disconnect()
+        self.engine.dispose()
 
 
 def _settings(config: Settings | Mapping[str, str] | None) -> Settings:

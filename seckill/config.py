@@ -62,6 +62,13 @@ def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise ConfigError(f"{name} must be a boolean (1/0, true/false), got {raw!r}")
 
 
+def _choice(env: Mapping[str, str], name: str, default: str, allowed: tuple[str, ...]) -> str:
+    raw = (env.get(name) or default).strip().lower()
+    if raw not in allowed:
+        raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {raw!r}")
+    return raw
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     env: str
@@ -81,6 +88,7 @@ class Settings:
     clock_skew: int
     behind_proxy: bool
     instance: str
+    durability: str = "local"
     generated: tuple[str, ...] = ()
 
     @property
@@ -136,6 +144,7 @@ class Settings:
             clock_skew=_int(env, "SECKILL_CLOCK_SKEW", 5),
             behind_proxy=_bool(env, "SECKILL_BEHIND_PROXY", False),
             instance=env.get("SECKILL_INSTANCE") or f"{os.uname().nodename}:{os.getpid()}",
+            durability=_choice(env, "SECKILL_DURABILITY", "local", ("none", "local", "replica")),
             generated=tuple(generated),
         )
         if overrides:

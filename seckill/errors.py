@@ -62,6 +62,12 @@ class NotFound(SeckillError):
     default_message = "no such resource"
 
 
+class UnknownOrder(SeckillError):
+    status = 404
+    code = "unknown_order"
+    default_message = "no such order"
+
+
 class MethodNotAllowed(SeckillError):
     status = 405
     code = "method_not_allowed"
@@ -84,6 +90,12 @@ class ActivityExists(SeckillError):
     status = 409
     code = "activity_exists"
     default_message = "an activity with this id already exists"
+
+
+class AlreadyCancelled(SeckillError):
+    status = 409
+    code = "already_cancelled"
+    default_message = "this order is already cancelled"
 
 
 class SoldOut(SeckillError):

@@ -3,19 +3,29 @@
 Failure behaviour (fail closed): if the script's answer was not read (connection refused,
 timeout, pool exhausted), the purchase answers 503 ``unavailable``. The decision may or may not
 have been taken; the client resolves it with ``GET /seckill/<aid>/order``. The purchase is never
-retried here: a retried EVALSHA is a second purchase attempt.
+retried here: a retried EVALSHA is a second purchase attempt. (The two exceptions are safe by
+construction: NOSCRIPT means the script did not run; ``uninitialized`` means it changed
+nothing.)
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
 import redis
+from redis.exceptions import NoScriptError
 
 from seckill import errors
 from seckill.activities import iso_from_ms
-from seckill.store import KeySpace, Scripts
+from seckill.durability import Durability
+from seckill.orders import OrderBook, activity_of_order
+from seckill.recovery import Restorer
+from seckill.schema import CANCELLED
+from seckill.store import KeySpace, Scripts, split_buyer_entry
+
+log = logging.getLogger("seckill.stock")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -42,6 +52,9 @@ class Stats:
     remaining: int | None
     sold: int
     buyers: int
+    pending: int
+    confirmed: int
+    cancelled: int
 
     def body(self) -> dict[str, Any]:
         return {
@@ -49,35 +62,145 @@ class Stats:
             "remaining": self.remaining,
             "sold": self.sold,
             "buyers": self.buyers,
-            # Until the orders worker confirms them in the database, every decided order is
-            # pending; the orders issue fills in confirmed and cancelled.
-            "orders": {"pending": self.buyers, "confirmed": 0, "cancelled": 0},
+            "orders": {
+                "pending": self.pending,
+                "confirmed": self.confirmed,
+                "cancelled": self.cancelled,
+            },
         }
 
 
 class StockService:
-    def __init__(self, client: redis.Redis, keys: KeySpace, scripts: Scripts) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: KeySpace,
+        scripts: Scripts,
+        book: OrderBook,
+        restorer: Restorer,
+        durability: Durability,
+    ) -> None:
         self.client = client
         self.keys = keys
         self.scripts = scripts
+        self.book = book
+        self.restorer = restorer
+        self.durability = durability
 
-    def purchase(self, aid: str, uid: str, quantity: int) -> Purchase:
+    # -- the decision ------------------------------------------------------------------
+
+    def _run(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        """Run a writing script, followed on the same connection by WAITAOF when the
+        durability mode asks for it. Returns the script's reply; raises Unavailable when the
+        reply was not read or the write could not be confirmed on disk."""
         try:
-            reply = self.scripts.purchase(
-                keys=self.keys.activity_keys(aid), args=[uid, quantity, aid]
-            )
+            if not self.durability.waits(self.client):
+                return script(keys=keys, args=args)
+            for attempt in (1, 2):
+                pipe = self.client.pipeline(transaction=False)
+                pipe.evalsha(script.sha, len(keys), *keys, *args)
+                timeout = self.durability.timeout_ms
+                pipe.execute_command("WAITAOF", *self.durability.needs, timeout)
+                reply, waited = pipe.execute(raise_on_error=False)
+                if isinstance(reply, NoScriptError) and attempt == 1:
+                    # Redis restarted (or SCRIPT FLUSH): the script did not run; load, resend.
+                    script.sha = self.client.script_load(script.script)
+                    continue
+                if isinstance(reply, Exception):
+                    raise reply
+                if _wrote(reply) and not self.durability.confirmed(waited):
+                    log.error("write not confirmed on disk (WAITAOF said %r)", waited)
+                    raise errors.Unavailable(
+                        "the decision was taken but not confirmed on disk; check your order "
+                        "status before retrying", detail="durability",
+                    )
+                return reply
         except redis.RedisError as exc:
             raise errors.Unavailable(detail=type(exc).__name__) from exc
+        raise errors.Unavailable(detail="NoScriptError")
+
+    def purchase(self, aid: str, uid: str, quantity: int) -> Purchase:
+        keys, args = self.keys.activity_keys(aid), [uid, quantity, aid]
+        reply = self._run(self.scripts.purchase, keys, args)
+        if reply[0] == "uninitialized":
+            self._restore(aid)
+            reply = self._run(self.scripts.purchase, keys, args)
         return _outcome(reply, quantity)
+
+    def _restore(self, aid: str) -> None:
+        try:
+            if not self.restorer.ensure(aid):
+                raise errors.UnknownActivity(activity=aid)
+        except redis.RedisError as exc:
+            raise errors.Unavailable(detail=type(exc).__name__) from exc
+
+    # -- order status and cancellation -------------------------------------------------
 
     def order_status(self, aid: str, uid: str) -> OrderStatus:
         try:
-            order_id = self.client.hget(self.keys.buyers(aid), uid)
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hget(self.keys.buyers(aid), uid)
+            pipe.hget(self.keys.cancelled(aid), uid)
+            live, cancelled = pipe.execute()
         except redis.RedisError as exc:
             raise errors.Unavailable(detail=type(exc).__name__) from exc
-        if order_id is None:
-            return OrderStatus("none")
-        return OrderStatus("pending", str(order_id))
+        if live is not None:
+            order_id, confirmed = split_buyer_entry(str(live))
+            return OrderStatus("confirmed" if confirmed else "pending", order_id)
+        if cancelled is not None:
+            return OrderStatus("cancelled", str(cancelled))
+        return OrderStatus("none")
+
+    def _find(self, order_id: str, aid: str) -> tuple[str, int, str | None]:
+        """(user, quantity, database status) of an order, from the database or, while it is
+        still pending, from its activity's stream."""
+        stored = self.book.find_order(order_id)
+        if stored is not None:
+            return stored.user_id, stored.quantity, stored.status
+        stream = self.keys.orders(aid)
+        start = "-"
+        for _ in range(10_000):  # bounded: the pending backlog, 500 entries at a time
+            entries: Any = self.client.xrange(stream, min=start, max="+", count=500)
+            for _entry_id, fields in entries:
+                if fields.get("order_id") == order_id and fields.get("type") == "purchase":
+                    return str(fields["user"]), int(fields["quantity"]), None
+            if len(entries) < 500:
+                break
+            start = "(" + str(entries[-1][0])
+        raise errors.UnknownOrder(order_id=order_id)
+
+    def cancel(self, order_id: str) -> int | None:
+        """Cancel an order: stock back, buyer slot freed. Returns the new remaining stock."""
+        aid = activity_of_order(order_id)
+        if aid is None:
+            raise errors.UnknownOrder(order_id=order_id[:120])
+        try:
+            uid, quantity, db_status = self._find(order_id, aid)
+        except redis.RedisError as exc:
+            raise errors.Unavailable(detail=type(exc).__name__) from exc
+        if db_status == CANCELLED:
+            raise errors.AlreadyCancelled(order_id=order_id)
+        keys = [self.keys.meta(aid), self.keys.buyers(aid), self.keys.cancelled(aid),
+                self.keys.orders(aid)]
+        args = [order_id, uid, quantity, aid]
+        reply = self._run(self.scripts.cancel, keys, args)
+        if reply[0] == "uninitialized":
+            self._restore(aid)
+            reply = self._run(self.scripts.cancel, keys, args)
+        outcome = reply[0]
+        if outcome in ("already_cancelled", "not_live"):
+            raise errors.AlreadyCancelled(order_id=order_id)
+        if outcome == "inconsistent":
+            log.error("refusing to cancel %s: remaining %s + %s would exceed total %s",
+                      order_id, reply[1], quantity, reply[2])
+            raise errors.SeckillError("cancelling would exceed the activity's total")
+        if outcome != "ok":
+            raise errors.SeckillError(f"unexpected script reply {outcome!r}")
+        # The database row may not exist yet (order still pending): the worker applies the
+        # cancel event that follows the order on the stream. Both updates are idempotent.
+        self.book.mark_cancelled(order_id)
+        remaining = int(reply[1])
+        return None if remaining < 0 else remaining
 
     def stats(self, aid: str) -> Stats | None:
         pipe = self.client.pipeline(transaction=False)
@@ -85,14 +208,24 @@ class StockService:
         pipe.hlen(self.keys.buyers(aid))
         (total_raw, remaining_raw, sold_raw), buyers = pipe.execute()
         if total_raw is None:
-            return None
+            if not self.restorer.ensure(aid):
+                return None
+            return self.stats(aid)
         total, remaining = int(total_raw), int(remaining_raw)
+        counts = self.book.counts(aid)
         return Stats(
             total=None if total < 0 else total,
             remaining=None if remaining < 0 else remaining,
             sold=int(sold_raw or 0),
             buyers=int(buyers),
+            pending=max(0, int(buyers) - counts["confirmed"]),
+            confirmed=counts["confirmed"],
+            cancelled=counts["cancelled"],
         )
+
+
+def _wrote(reply: Any) -> bool:
+    return bool(reply) and reply[0] == "ok"
 
 
 def _outcome(reply: list[Any], quantity: int) -> Purchase:
@@ -101,7 +234,7 @@ def _outcome(reply: list[Any], quantity: int) -> Purchase:
         remaining = int(reply[2])
         return Purchase(str(reply[1]), quantity, None if remaining < 0 else remaining)
     if kind == "already_purchased":
-        raise errors.AlreadyPurchased(order_id=str(reply[1]))
+        raise errors.AlreadyPurchased(order_id=split_buyer_entry(str(reply[1]))[0])
     if kind == "sold_out":
         raise errors.SoldOut()
     if kind == "insufficient_stock":

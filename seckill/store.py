@@ -50,6 +50,16 @@ def make_pool(settings: Settings) -> redis.BlockingConnectionPool:
     )
 
 
+CONFIRMED_SUFFIX = "|c"
+
+
+def split_buyer_entry(value: str) -> tuple[str, bool]:
+    """A buyers-hash value is the order id, suffixed once the order is in the database."""
+    if value.endswith(CONFIRMED_SUFFIX):
+        return value[: -len(CONFIRMED_SUFFIX)], True
+    return value, False
+
+
 class KeySpace:
     """Key names. Every key of one activity shares the hash tag ``{<aid>}`` (Redis Cluster)."""
 
@@ -67,6 +77,15 @@ class KeySpace:
     def orders(self, aid: str) -> str:
         return f"{self.prefix}:{{{aid}}}:orders"
 
+    def cancelled(self, aid: str) -> str:
+        return f"{self.prefix}:{{{aid}}}:cancelled"
+
+    def dead_letters(self, aid: str) -> str:
+        return f"{self.prefix}:{{{aid}}}:dead"
+
+    def rebuild_lock(self, aid: str) -> str:
+        return f"{self.prefix}:{{{aid}}}:rebuild-lock"
+
     def activity_keys(self, aid: str) -> list[str]:
         return [self.meta(aid), self.buyers(aid), self.orders(aid)]
 
@@ -80,3 +99,6 @@ class Scripts:
     def __init__(self, client: redis.Redis) -> None:
         self.purchase: Script = client.register_script(lua_source("purchase"))
         self.create_activity: Script = client.register_script(lua_source("create_activity"))
+        self.cancel: Script = client.register_script(lua_source("cancel"))
+        self.confirm: Script = client.register_script(lua_source("confirm"))
+        self.unlock: Script = client.register_script(lua_source("unlock"))

@@ -1,0 +1,51 @@
+-- cancel.lua: undo one live order atomically: the stock comes back, the buyer's slot is freed,
+-- the order is remembered as cancelled, and a cancel event follows the order on its stream
+-- (so the orders worker applies it after the order itself, whatever the timing).
+--
+-- KEYS[1]  seckill:{<aid>}:meta       hash (remaining, total, sold)
+-- KEYS[2]  seckill:{<aid>}:buyers     hash: user id -> order id ("|c" suffix once confirmed)
+-- KEYS[3]  seckill:{<aid>}:cancelled  hash: user id -> their latest cancelled order id
+-- KEYS[4]  seckill:{<aid>}:orders     stream
+-- ARGV[1]  order id   ARGV[2] user id   ARGV[3] quantity   ARGV[4] activity id (data)
+--
+-- Returns:
+--   {"ok", remaining}            remaining is -1 for unlimited stock
+--   {"already_cancelled"}
+--   {"not_live"}                 the user's live order is another one (or none)
+--   {"uninitialized"}
+--   {"inconsistent", remaining, total}   giving the units back would exceed total: refused
+
+local meta = redis.call('HMGET', KEYS[1], 'remaining', 'total')
+if not meta[1] then
+  return {'uninitialized'}
+end
+local remaining = tonumber(meta[1])
+local total = tonumber(meta[2])
+local order_id, uid, qty = ARGV[1], ARGV[2], tonumber(ARGV[3])
+
+local live = redis.call('HGET', KEYS[2], uid)
+if live then
+  live = string.gsub(live, '|c$', '')
+end
+if live ~= order_id then
+  if redis.call('HGET', KEYS[3], uid) == order_id then
+    return {'already_cancelled'}
+  end
+  return {'not_live'}
+end
+
+if remaining >= 0 then
+  if remaining + qty > total then
+    return {'inconsistent', remaining, total}
+  end
+  remaining = redis.call('HINCRBY', KEYS[1], 'remaining', qty)
+end
+redis.call('HINCRBY', KEYS[1], 'sold', -qty)
+redis.call('HDEL', KEYS[2], uid)
+redis.call('HSET', KEYS[3], uid, order_id)
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('XADD', KEYS[4], '*',
+  'type', 'cancel', 'order_id', order_id, 'activity', ARGV[4], 'user', uid,
+  'quantity', qty, 'ts', now_ms)
+return {'ok', remaining}

@@ -1,0 +1,230 @@
+"""The database side of orders and activities (SQLAlchemy Core).
+
+Writes are idempotent: an order is inserted with ``ON CONFLICT DO NOTHING`` on its id and on
+the one-live-order-per-buyer index, so a redelivered stream entry never creates a second
+order; a cancellation is an UPDATE that only moves ``confirmed`` to ``cancelled``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from seckill import errors
+from seckill.activities import Activity, now_ms
+from seckill.schema import CANCELLED, CONFIRMED, activities, ensure_schema, orders
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OrderRow:
+    order_id: str
+    activity_id: str
+    user_id: str
+    quantity: int
+    created_ms: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StoredOrder:
+    order_id: str
+    activity_id: str
+    user_id: str
+    quantity: int
+    status: str
+
+
+def activity_of_order(order_id: str) -> str | None:
+    """Order ids are ``<aid>-<13-digit ms>-<seq>``; the activity id may itself contain ``-``."""
+    parts = order_id.rsplit("-", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        return None
+    return parts[0]
+
+
+def order_seq(order_id: str) -> int:
+    tail = order_id.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
+class OrderBook:
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+        self._schema_ready = False
+        self._schema_lock = threading.Lock()
+
+    def ready(self) -> OrderBook:
+        if not self._schema_ready:
+            with self._schema_lock:
+                if not self._schema_ready:
+                    ensure_schema(self.engine)
+                    self._schema_ready = True
+        return self
+
+    # -- activities -------------------------------------------------------------------
+
+    def save_activity(self, activity: Activity) -> None:
+        self.ready()
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    activities.insert().values(
+                        id=activity.id,
+                        name=activity.name,
+                        kind=activity.kind,
+                        starts_ms=activity.starts_ms,
+                        ends_ms=activity.ends_ms,
+                        total=activity.total,
+                        per_user_limit=activity.per_user_limit,
+                        created_ms=now_ms(),
+                    )
+                )
+        except sa.exc.IntegrityError:
+            raise errors.ActivityExists(activity=activity.id) from None
+
+    def delete_activity(self, aid: str) -> None:
+        self.ready()
+        with self.engine.begin() as conn:
+            conn.execute(activities.delete().where(activities.c.id == aid))
+
+    def load_activity(self, aid: str) -> Activity | None:
+        self.ready()
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(activities).where(activities.c.id == aid)).first()
+        if row is None:
+            return None
+        return Activity(
+            id=row.id,
+            name=row.name,
+            starts_ms=int(row.starts_ms),
+            ends_ms=int(row.ends_ms),
+            total=None if row.total is None else int(row.total),
+            remaining=None if row.total is None else int(row.total),
+            per_user_limit=int(row.per_user_limit),
+            kind=row.kind,
+        )
+
+    def activity_ids(self) -> set[str]:
+        self.ready()
+        with self.engine.connect() as conn:
+            return {r[0] for r in conn.execute(sa.select(activities.c.id))}
+
+    # -- orders -----------------------------------------------------------------------
+
+    def _insert(self) -> Any:
+        dialect = self.engine.dialect.name
+        if dialect == "postgresql":
+            return postgresql.insert(orders).on_conflict_do_nothing()
+        if dialect == "sqlite":
+            return sqlite.insert(orders).on_conflict_do_nothing()
+        return orders.insert().prefix_with("IGNORE")  # MySQL / MariaDB
+
+    def store_batch(
+        self, rows: Sequence[OrderRow], cancels: Sequence[tuple[str, int]] = ()
+    ) -> set[str]:
+        """Insert orders and apply cancellations in one transaction, in that order.
+
+        Returns the ids of orders that could not be stored because their buyer already holds
+        another live order: that should never happen, and the caller dead-letters them rather
+        than acknowledging them silently.
+        """
+        self.ready()
+        stored = now_ms()
+        with self.engine.begin() as conn:
+            if rows:
+                conn.execute(
+                    self._insert(),
+                    [
+                        {
+                            "order_id": r.order_id,
+                            "activity_id": r.activity_id,
+                            "user_id": r.user_id,
+                            "quantity": r.quantity,
+                            "status": CONFIRMED,
+                            "created_ms": r.created_ms,
+                            "stored_ms": stored,
+                        }
+                        for r in rows
+                    ],
+                )
+            for order_id, at_ms in cancels:
+                conn.execute(
+                    orders.update()
+                    .where(orders.c.order_id == order_id, orders.c.status == CONFIRMED)
+                    .values(status=CANCELLED, cancelled_ms=at_ms)
+                )
+            if not rows:
+                return set()
+            wanted = [r.order_id for r in rows]
+            present = {
+                r[0]
+                for r in conn.execute(
+                    sa.select(orders.c.order_id).where(orders.c.order_id.in_(wanted))
+                )
+            }
+        return set(wanted) - present
+
+    def mark_cancelled(self, order_id: str, at_ms: int | None = None) -> bool:
+        self.ready()
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                orders.update()
+                .where(orders.c.order_id == order_id, orders.c.status == CONFIRMED)
+                .values(status=CANCELLED, cancelled_ms=at_ms or now_ms())
+            )
+        return bool(result.rowcount)
+
+    def find_order(self, order_id: str) -> StoredOrder | None:
+        self.ready()
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(
+                    orders.c.order_id, orders.c.activity_id, orders.c.user_id,
+                    orders.c.quantity, orders.c.status,
+                ).where(orders.c.order_id == order_id)
+            ).first()
+        if row is None:
+            return None
+        return StoredOrder(row[0], row[1], row[2], int(row[3]), row[4])
+
+    def counts(self, aid: str) -> dict[str, int]:
+        self.ready()
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(orders.c.status, sa.func.count())
+                .where(orders.c.activity_id == aid)
+                .group_by(orders.c.status)
+            ).all()
+        found = {status: int(n) for status, n in rows}
+        return {CONFIRMED: found.get(CONFIRMED, 0), CANCELLED: found.get(CANCELLED, 0)}
+
+    def orders_of(self, aid: str) -> list[StoredOrder]:
+        self.ready()
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(
+                    orders.c.order_id, orders.c.activity_id, orders.c.user_id,
+                    orders.c.quantity, orders.c.status,
+                )
+                .where(orders.c.activity_id == aid)
+                .order_by(orders.c.created_ms, orders.c.order_id)
+            ).all()
+        return [StoredOrder(r[0], r[1], r[2], int(r[3]), r[4]) for r in rows]
+
+
+def live_and_cancelled(
+    stored: Iterable[StoredOrder],
+) -> tuple[dict[str, StoredOrder], dict[str, StoredOrder]]:
+    """Per user: their live (confirmed) order, and their latest cancelled one."""
+    live: dict[str, StoredOrder] = {}
+    cancelled: dict[str, StoredOrder] = {}
+    for order in stored:
+        if order.status == CONFIRMED:
+            live[order.user_id] = order
+        else:
+            cancelled[order.user_id] = order
+    return live, cancelled

@@ -1,0 +1,160 @@
+"""Rebuilding an activity's Redis state from the database when Redis has lost it.
+
+Redis can come back empty: a FLUSHALL, a new replica promoted with no data, a server restarted
+without its AOF. The purchase script then answers ``uninitialized`` (never "sold out", never
+"unlimited"), and the gateway rebuilds the activity from the database, the source of truth:
+
+* buyers: every live (confirmed) order, marked confirmed;
+* remaining: ``total - units held by live orders``; sold: the units held;
+* the latest cancelled order per user, so order status still says ``cancelled``;
+* the order sequence continues after the highest one stored.
+
+Only one gateway rebuilds: a lock taken with ``SET NX PX`` and released with a compare-and-
+delete script (a slow rebuild whose lock expired cannot delete someone else's). The others
+wait briefly for the meta hash to appear, or answer 503.
+
+Orders that were decided but not yet stored by the worker when Redis lost its data are lost
+with it; with ``appendfsync always`` and an AOF, a crash does not lose them (the durability
+tests show it) — only an operator wiping Redis does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import secrets
+import time
+from typing import Any
+
+import redis
+
+from seckill import errors
+from seckill.activities import now_ms
+from seckill.orders import OrderBook, live_and_cancelled, order_seq
+from seckill.store import CONFIRMED_SUFFIX, KeySpace, Scripts
+
+log = logging.getLogger("seckill.recovery")
+
+LOCK_TTL_MS = 15_000
+_CHUNK = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class RebuildReport:
+    activity: str
+    rebuilt: bool
+    total: int | None
+    remaining: int | None
+    sold: int
+    buyers: int
+    cancelled: int
+
+    def body(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class KnownActivities:
+    """The ids the database knows, refreshed at most every ``refresh`` seconds, so that a flood
+    of made-up activity ids never turns into database queries."""
+
+    def __init__(self, book: OrderBook, refresh: float = 5.0) -> None:
+        self.book = book
+        self.refresh = refresh
+        self._ids: set[str] = set()
+        self._loaded_at = float("-inf")
+
+    def __contains__(self, aid: object) -> bool:
+        if aid in self._ids:
+            return True
+        if time.monotonic() - self._loaded_at >= self.refresh:
+            self._loaded_at = time.monotonic()
+            self._ids = self.book.activity_ids()
+        return aid in self._ids
+
+
+class Restorer:
+    def __init__(
+        self, client: redis.Redis, keys: KeySpace, scripts: Scripts, book: OrderBook,
+        wait_seconds: float = 3.0,
+    ) -> None:
+        self.known = KnownActivities(book)
+        self.client = client
+        self.keys = keys
+        self.scripts = scripts
+        self.book = book
+        self.wait_seconds = wait_seconds
+
+    def ensure(self, aid: str) -> bool:
+        """Make sure the activity's state is in Redis. Returns False if the database does not
+        know the activity either; raises Unavailable if another gateway's rebuild is taking
+        too long."""
+        if self.client.exists(self.keys.meta(aid)):
+            return True
+        if aid not in self.known:
+            return False
+        lock = self.keys.rebuild_lock(aid)
+        token = secrets.token_hex(16)
+        if self.client.set(lock, token, nx=True, px=LOCK_TTL_MS):
+            try:
+                self.rebuild(aid)
+            finally:
+                self.scripts.unlock(keys=[lock], args=[token])
+            return True
+        deadline = time.monotonic() + self.wait_seconds
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            if self.client.exists(self.keys.meta(aid)):
+                return True
+        raise errors.Uninitialized()
+
+    def rebuild(self, aid: str) -> RebuildReport:
+        """Write the activity's state from the database. Call with the lock held (or from the
+        CLI, when the operator knows no gateway is serving it)."""
+        activity = self.book.load_activity(aid)
+        if activity is None:
+            raise errors.UnknownActivity(activity=aid)
+        stored = self.book.orders_of(aid)
+        live, cancelled = live_and_cancelled(stored)
+        sold = sum(o.quantity for o in live.values())
+        remaining: int | None = None
+        if activity.total is not None:
+            remaining = activity.total - sold
+            if remaining < 0:
+                log.error("activity %s: database holds %d units of %d; clamping remaining to 0",
+                          aid, sold, activity.total)
+                remaining = 0
+        seq = max((order_seq(o.order_id) for o in stored), default=0)
+
+        buyers_key, cancelled_key = self.keys.buyers(aid), self.keys.cancelled(aid)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.delete(buyers_key, cancelled_key)
+        for chunk in _chunks([(u, o.order_id + CONFIRMED_SUFFIX) for u, o in live.items()]):
+            pipe.hset(buyers_key, mapping=dict(chunk))
+        cancelled_only = [(u, o.order_id) for u, o in cancelled.items() if u not in live]
+        for chunk in _chunks(cancelled_only):
+            pipe.hset(cancelled_key, mapping=dict(chunk))
+        pipe.execute()
+
+        restored = dataclasses.replace(activity, remaining=remaining)
+        fields = restored.redis_fields(now_ms())
+        fields = _set_field(_set_field(fields, "sold", sold), "seq", seq)
+        # Meta last: until it exists every purchase answers "uninitialized", so nobody can buy
+        # against a half-restored buyer list.
+        created = self.scripts.create_activity(keys=[self.keys.meta(aid)], args=fields)
+        log.warning(
+            "activity %s: Redis state %s from the database: remaining=%s sold=%d buyers=%d",
+            aid, "rebuilt" if created else "was already present, left", remaining, sold,
+            len(live),
+        )
+        return RebuildReport(aid, bool(created), activity.total, remaining, sold, len(live),
+                             len(cancelled_only))
+
+
+def _chunks(items: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    return [items[i : i + _CHUNK] for i in range(0, len(items), _CHUNK)]
+
+
+def _set_field(fields: list[str | int], name: str, value: int) -> list[str | int]:
+    out = list(fields)
+    out[out.index(name) + 1] = value
+    return out

@@ -1,0 +1,71 @@
+"""The SQL schema (SQLAlchemy Core): activities and orders.
+
+The database is written by the orders worker (orders, in batches) and by operator calls
+(activities, cancellations); the crowd never reaches it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import sqlalchemy as sa
+
+log = logging.getLogger("seckill.schema")
+
+metadata = sa.MetaData()
+
+activities = sa.Table(
+    "seckill_activities",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False, server_default="stock"),
+    sa.Column("starts_ms", sa.BigInteger, nullable=False),
+    sa.Column("ends_ms", sa.BigInteger, nullable=False),
+    sa.Column("total", sa.BigInteger, nullable=True),  # NULL: unlimited
+    sa.Column("per_user_limit", sa.Integer, nullable=False, server_default="1"),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+)
+
+CONFIRMED = "confirmed"
+CANCELLED = "cancelled"
+
+orders = sa.Table(
+    "seckill_orders",
+    metadata,
+    sa.Column("order_id", sa.String(100), primary_key=True),
+    sa.Column("activity_id", sa.String(64), nullable=False),
+    sa.Column("user_id", sa.String(64), nullable=False),
+    sa.Column("quantity", sa.Integer, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),  # when the script decided it
+    sa.Column("stored_ms", sa.BigInteger, nullable=False),  # when the worker committed it
+    sa.Column("cancelled_ms", sa.BigInteger, nullable=True),
+    sa.CheckConstraint("quantity >= 1", name="ck_seckill_orders_quantity"),
+    sa.CheckConstraint("status IN ('confirmed', 'cancelled')", name="ck_seckill_orders_status"),
+)
+
+# One live order per (activity, user). Partial, because a cancelled order gives the user the
+# right to buy again (the contract); a cancelled row must not block the new one.
+sa.Index(
+    "uq_seckill_orders_live_buyer",
+    orders.c.activity_id,
+    orders.c.user_id,
+    unique=True,
+    postgresql_where=orders.c.status == CONFIRMED,
+    sqlite_where=orders.c.status == CONFIRMED,
+)
+sa.Index("ix_seckill_orders_activity", orders.c.activity_id, orders.c.status)
+
+
+def ensure_schema(engine: sa.Engine) -> None:
+    """Create the tables if missing. Several processes may race here at start-up; the loser's
+    "already exists" error is harmless, so one retry settles it."""
+    for attempt in range(3):
+        try:
+            metadata.create_all(engine, checkfirst=True)
+            return
+        except (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.OperationalError) as exc:
+            if attempt == 2:
+                raise
+            log.info("schema creation raced with another process (%s); checking again", exc)
