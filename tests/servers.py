@@ -1,0 +1,156 @@
+"""Start real servers from tests (and benchmarks): gunicorn serving ``wsgi:app``, later nginx.
+
+Each server is our child process on a free port, with its stderr in a temp file that is shown
+when it fails to come up. It is stopped by its PID: SIGTERM, a bounded wait, then SIGKILL.
+Linux SIGTERMs it too if the process that started it dies (``die_with_parent``), so a killed
+test run leaves no server behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+from seckill.embedded import die_with_parent, free_port
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ServerFailed(RuntimeError):
+    """A server exited or did not become healthy in time."""
+
+
+def _tail(path: Path, limit: int = 6000) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "<no output>"
+    return text[-limit:] if text else "<no output>"
+
+
+def http_status(url: str, timeout: float = 2.0) -> int | None:
+    """The status of ``GET url``, or None when nothing answered."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except (OSError, ValueError):
+        return None
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+    """SIGTERM the process by its PID, wait, then SIGKILL it if it is still there."""
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
+        process.wait(10)
+
+
+@contextlib.contextmanager
+def running_server(
+    command: Sequence[str],
+    health_url: str,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | str = REPO_ROOT,
+    startup_timeout: float = 30.0,
+    stop_timeout: float = 15.0,
+    name: str | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``command`` until the block ends; first wait until ``GET health_url`` answers 200.
+
+    ``env`` is added to ``os.environ``. On a failed start the server's stderr (and stdout) is
+    in the exception message.
+    """
+    label = name or Path(command[0]).name
+    full_env = {**os.environ, **(env or {})}
+    with tempfile.TemporaryDirectory(prefix=f"{label}-") as folder:
+        output = Path(folder) / "output.log"
+        with output.open("wb") as sink:
+            process = subprocess.Popen(
+                list(command),
+                cwd=str(cwd),
+                env=full_env,
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a Ctrl-C in the terminal is for pytest, not for it
+                preexec_fn=die_with_parent,
+            )
+        try:
+            deadline = time.monotonic() + startup_timeout
+            last: int | None = None
+            while True:
+                if process.poll() is not None:
+                    raise ServerFailed(
+                        f"{label} exited with {process.returncode} before answering "
+                        f"{health_url}; its output:\n{_tail(output)}"
+                    )
+                last = http_status(health_url, timeout=1.0)
+                if last == 200:
+                    break
+                if time.monotonic() > deadline:
+                    raise ServerFailed(
+                        f"{label} did not answer 200 on {health_url} within {startup_timeout}s "
+                        f"(last answer: {last}); its output:\n{_tail(output)}"
+                    )
+                time.sleep(0.1)
+            yield process
+        finally:
+            stop_process(process, stop_timeout)
+
+
+def gunicorn_command(bind: str, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "gunicorn",
+        "-c", "gunicorn.conf.py",
+        "wsgi:app",
+        "--bind", bind,
+        *extra,
+    ]
+
+
+@contextlib.contextmanager
+def gunicorn_server(
+    env: Mapping[str, str],
+    workers: int = 2,
+    port: int | None = None,
+    extra_args: Sequence[str] = (),
+    startup_timeout: float = 30.0,
+) -> Iterator[str]:
+    """A real gunicorn (gevent workers, ``gunicorn.conf.py``) serving ``wsgi:app`` on
+    127.0.0.1; yields its base URL, e.g. ``http://127.0.0.1:40123``.
+
+    ``env`` is the gateway's configuration (REDIS_URL, the secrets, SECKILL_KEY_PREFIX, ...),
+    added to ``os.environ``; ``GUNICORN_WORKERS`` is set from ``workers``.
+    """
+    port = port or free_port()
+    base = f"http://127.0.0.1:{port}"
+    server_env = {
+        "GUNICORN_GRACEFUL_TIMEOUT": "5",
+        **env,
+        "GUNICORN_WORKERS": str(workers),
+    }
+    with running_server(
+        gunicorn_command(f"127.0.0.1:{port}", *extra_args),
+        f"{base}/healthz",
+        env=server_env,
+        startup_timeout=startup_timeout,
+        name="gunicorn",
+    ):
+        yield base
