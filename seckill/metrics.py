@@ -32,6 +32,15 @@ RATELIMIT_FAILURES = Counter(
     "Requests let through because the rate limiter's Redis could not be reached (fail open).",
 )
 
+ORDERS_STORED = Counter(
+    "seckill_orders_stored_total",
+    "Orders the worker committed to the database and acknowledged.",
+)
+DEAD_LETTERS = Counter(
+    "seckill_orders_dead_lettered_total",
+    "Stream entries moved to a dead-letter stream (bad data, or refused too often).",
+)
+
 
 def render() -> tuple[bytes, str]:
     multiproc_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")

@@ -136,14 +136,19 @@ class StockService:
 
     # -- order status and cancellation -------------------------------------------------
 
-    def order_status(self, aid: str, uid: str) -> OrderStatus:
+    def order_status(self, aid: str, uid: str, restore: bool = True) -> OrderStatus:
         try:
             pipe = self.client.pipeline(transaction=False)
             pipe.hget(self.keys.buyers(aid), uid)
             pipe.hget(self.keys.cancelled(aid), uid)
-            live, cancelled = pipe.execute()
+            pipe.exists(self.keys.meta(aid))
+            live, cancelled, initialized = pipe.execute()
         except redis.RedisError as exc:
             raise errors.Unavailable(detail=type(exc).__name__) from exc
+        if not initialized and restore:
+            # Redis lost the activity: "none" would be a lie; rebuild, then answer.
+            self._restore(aid)
+            return self.order_status(aid, uid, restore=False)
         if live is not None:
             order_id, confirmed = split_buyer_entry(str(live))
             return OrderStatus("confirmed" if confirmed else "pending", order_id)

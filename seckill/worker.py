@@ -1,0 +1,408 @@
+"""The orders worker: every activity's order stream into the database, exactly once.
+
+Loop: read new entries through one consumer group (``XREADGROUP ... BLOCK``, so the stop flag
+is seen at least every ``block_ms``), store them in one transaction (idempotent inserts), then
+``XACK``, then mark the buyers confirmed in Redis. Acknowledging only after the commit means a
+crash anywhere leaves the entries pending; ``XAUTOCLAIM`` hands entries that a dead consumer
+left pending to a live one, and a redelivered entry changes nothing in the database.
+
+* bad data (an entry that cannot be an order) goes to the activity's dead-letter stream with
+  the reason, is acknowledged, and is counted; it never blocks the rest. An entry the database
+  rejects ``max_deliveries`` times goes the same way.
+* database down: the batch stays pending, the worker retries with backoff and says so in its
+  log; nothing is read ahead, nothing is lost.
+* acknowledged entries are trimmed by id (``XTRIM MINID``), never by length.
+* first SIGTERM/SIGINT: finish the batch in hand (store, acknowledge), then exit; second: exit now.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterable
+from types import FrameType
+from typing import Any
+
+import orjson
+import redis
+import sqlalchemy as sa
+
+from seckill import metrics
+from seckill.activities import USER_ID, is_activity_id
+from seckill.config import Settings
+from seckill.db import make_engine
+from seckill.orders import OrderBook, OrderRow, activity_of_order
+from seckill.store import KeySpace, Scripts, make_pool
+
+log = logging.getLogger("seckill.worker")
+
+GROUP = "orders-worker"
+
+Entry = tuple[str, dict[str, str]]
+
+
+class Poison(ValueError):
+    """An entry that can never become an order."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Cancel:
+    order_id: str
+    at_ms: int
+
+
+def parse_entry(stream_aid: str, fields: dict[str, str]) -> OrderRow | Cancel:
+    """Turn a stream entry into an order row or a cancellation; raise Poison if it is neither."""
+    kind = fields.get("type", "purchase")
+    order_id = fields.get("order_id", "")
+    if activity_of_order(order_id) != stream_aid or fields.get("activity") != stream_aid:
+        raise Poison(f"order id {order_id[:120]!r} does not belong to activity {stream_aid!r}")
+    try:
+        at_ms = int(fields.get("ts", ""))
+    except ValueError:
+        raise Poison("ts is not an integer") from None
+    if kind == "cancel":
+        return Cancel(order_id, at_ms)
+    if kind != "purchase":
+        raise Poison(f"unknown entry type {kind[:40]!r}")
+    user = fields.get("user", "")
+    if USER_ID.fullmatch(user) is None:
+        raise Poison(f"user {user[:80]!r} is not a valid user id")
+    try:
+        quantity = int(fields.get("quantity", ""))
+    except ValueError:
+        raise Poison("quantity is not an integer") from None
+    if quantity < 1:
+        raise Poison(f"quantity {quantity} < 1")
+    return OrderRow(order_id, stream_aid, user, quantity, at_ms)
+
+
+class StopFlag:
+    """Warm stop on the first signal, cold (SystemExit now) on the second."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self._handle)
+        signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.event.is_set():
+            log.warning("second signal: stopping now")
+            raise SystemExit(1)
+        log.info("signal %d: finishing the batch in hand, then stopping", signum)
+        self.event.set()
+
+    def __bool__(self) -> bool:
+        return self.event.is_set()
+
+
+class OrdersWorker:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: KeySpace,
+        book: OrderBook,
+        consumer: str | None = None,
+        batch: int = 500,
+        block_ms: int = 500,
+        claim_idle_ms: int = 30_000,
+        max_deliveries: int = 5,
+        refresh_seconds: float = 2.0,
+        backoff_max: float = 10.0,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.scripts = Scripts(client)
+        self.book = book
+        self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
+        self.batch = batch
+        self.block_ms = block_ms
+        self.claim_idle_ms = claim_idle_ms
+        self.max_deliveries = max_deliveries
+        self.refresh_seconds = refresh_seconds
+        self.backoff_max = backoff_max
+        self._streams: dict[str, str] = {}  # stream key -> activity id
+        self._grouped: set[str] = set()
+        self._refreshed_at = float("-inf")
+        self._housekept_at = time.monotonic()
+
+    # -- streams and groups --------------------------------------------------------------
+
+    def refresh_streams(self, force: bool = False) -> None:
+        if not force and time.monotonic() - self._refreshed_at < self.refresh_seconds:
+            return
+        self._refreshed_at = time.monotonic()
+        for aid in self.book.activity_ids():
+            self._streams.setdefault(self.keys.orders(aid), aid)
+        self.ensure_groups()
+
+    def ensure_groups(self) -> None:
+        for stream in self._streams:
+            if stream in self._grouped:
+                continue
+            try:
+                # From id 0, never "$": entries written before the group existed are orders too.
+                self.client.xgroup_create(stream, GROUP, id="0", mkstream=True)
+            except redis.ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+            self._grouped.add(stream)
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def run(self, stop: StopFlag) -> None:
+        log.info("orders worker %s started", self.consumer)
+        while not stop:
+            try:
+                self.step(stop)
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                log.warning("Redis unreachable (%s); retrying in 1s", exc)
+                self._sleep(1.0, stop)
+        log.info("orders worker %s stopped", self.consumer)
+
+    def step(self, stop: StopFlag | None = None) -> int:
+        """One cycle: read (or reclaim) a batch, store it, acknowledge it. Returns entries seen."""
+        self.refresh_streams()
+        if time.monotonic() - self._housekept_at >= 1.0:
+            self._housekept_at = time.monotonic()
+            handled = self.reclaim(stop)
+            self.trim()
+            if handled:
+                return handled
+        if not self._streams:
+            self._sleep(self.block_ms / 1000, stop)
+            return 0
+        try:
+            reply: Any = self.client.xreadgroup(
+                GROUP, self.consumer, dict.fromkeys(self._streams, ">"),
+                count=self.batch, block=self.block_ms,
+            )
+        except redis.ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            # The stream or its group vanished (Redis lost its data): recreate, read again.
+            log.warning("consumer group missing (%s); recreating", exc)
+            self._grouped.clear()
+            self.ensure_groups()
+            return 0
+        batch = [(str(stream), list(entries)) for stream, entries in (reply or [])]
+        return self.handle(batch, stop)
+
+    def handle(self, batch: list[tuple[str, list[Entry]]], stop: StopFlag | None) -> int:
+        rows: list[tuple[str, str, OrderRow]] = []
+        cancels: list[tuple[str, str, Cancel]] = []
+        seen = 0
+        for stream, entries in batch:
+            aid = self._streams.get(stream) or _aid_of_stream(stream)
+            for entry_id, fields in entries:
+                seen += 1
+                try:
+                    parsed = parse_entry(aid, fields)
+                except Poison as exc:
+                    self.dead_letter(stream, aid, entry_id, fields, str(exc))
+                    continue
+                if isinstance(parsed, Cancel):
+                    cancels.append((stream, entry_id, parsed))
+                else:
+                    rows.append((stream, entry_id, parsed))
+        if rows or cancels:
+            self.store(rows, cancels, stop)
+        return seen
+
+    def store(
+        self,
+        rows: list[tuple[str, str, OrderRow]],
+        cancels: list[tuple[str, str, Cancel]],
+        stop: StopFlag | None,
+    ) -> None:
+        delay = 0.2
+        while True:
+            try:
+                conflicted = self.book.store_batch(
+                    [r for _, _, r in rows], [(c.order_id, c.at_ms) for _, _, c in cancels]
+                )
+                break
+            except sa.exc.OperationalError as exc:
+                # Connection refused, database locked or read-only, server gone: transient.
+                log.error("database unavailable (%s); %d entries stay pending, retrying in %.1fs",
+                          exc.orig or exc, len(rows) + len(cancels), delay)
+                if stop:
+                    log.warning("stopping with %d entries pending; the next worker claims them",
+                                len(rows) + len(cancels))
+                    return
+                self._sleep(delay, stop)
+                delay = min(delay * 2, self.backoff_max)
+            except sa.exc.DBAPIError as exc:
+                # Something in the batch itself is refused: store one by one to isolate it.
+                log.error("database refused a batch (%s); isolating the bad entries", exc.orig)
+                self._store_one_by_one(rows, cancels)
+                return
+        stored = [(s, e, r) for s, e, r in rows if r.order_id not in conflicted]
+        for stream, entry_id, row in rows:
+            if row.order_id in conflicted:
+                self.dead_letter(stream, row.activity_id, entry_id, dataclasses.asdict(row),
+                                 "the buyer already holds another live order")
+        self._acknowledge(stored, cancels)
+
+    def _store_one_by_one(
+        self, rows: list[tuple[str, str, OrderRow]], cancels: list[tuple[str, str, Cancel]]
+    ) -> None:
+        for stream, entry_id, row in rows:
+            try:
+                conflicted = self.book.store_batch([row])
+            except sa.exc.OperationalError:
+                return  # the database went away: everything left stays pending
+            except sa.exc.DBAPIError as exc:
+                if self._deliveries(stream, entry_id) >= self.max_deliveries:
+                    self.dead_letter(stream, row.activity_id, entry_id,
+                                     dataclasses.asdict(row), f"database refused it: {exc.orig}")
+                continue
+            if conflicted:
+                self.dead_letter(stream, row.activity_id, entry_id, dataclasses.asdict(row),
+                                 "the buyer already holds another live order")
+            else:
+                self._acknowledge([(stream, entry_id, row)], [])
+        for stream, entry_id, cancel in cancels:
+            try:
+                self.book.store_batch([], [(cancel.order_id, cancel.at_ms)])
+            except sa.exc.DBAPIError:
+                continue
+            self._acknowledge([], [(stream, entry_id, cancel)])
+
+    def _acknowledge(
+        self, rows: list[tuple[str, str, OrderRow]], cancels: list[tuple[str, str, Cancel]]
+    ) -> None:
+        by_stream: dict[str, list[str]] = {}
+        confirms: dict[str, list[str]] = {}
+        for stream, entry_id, row in rows:
+            by_stream.setdefault(stream, []).append(entry_id)
+            confirms.setdefault(row.activity_id, []).extend([row.user_id, row.order_id])
+        for stream, entry_id, _ in cancels:
+            by_stream.setdefault(stream, []).append(entry_id)
+        pipe = self.client.pipeline(transaction=False)
+        for stream, ids in by_stream.items():
+            pipe.xack(stream, GROUP, *ids)
+        pipe.execute()
+        for aid, pairs in confirms.items():
+            self.scripts.confirm(keys=[self.keys.buyers(aid)], args=pairs)
+        metrics.ORDERS_STORED.inc(len(rows))
+
+    # -- failures ------------------------------------------------------------------------
+
+    def dead_letter(
+        self, stream: str, aid: str, entry_id: str, fields: dict[str, Any], reason: str
+    ) -> None:
+        log.error("dead-lettering %s %s: %s", stream, entry_id, reason)
+        pipe = self.client.pipeline(transaction=True)  # one slot: same {aid} hash tag
+        pipe.xadd(self.keys.dead_letters(aid), {
+            "stream": stream, "entry_id": entry_id, "reason": reason[:500],
+            "payload": orjson.dumps(fields, default=str).decode()[:4000],
+        })
+        pipe.xack(stream, GROUP, entry_id)
+        pipe.execute()
+        metrics.DEAD_LETTERS.inc()
+
+    def _deliveries(self, stream: str, entry_id: str) -> int:
+        pending: Any = self.client.xpending_range(stream, GROUP, entry_id, entry_id, 1)
+        return int(pending[0]["times_delivered"]) if pending else 0
+
+    def reclaim(self, stop: StopFlag | None) -> int:
+        """Take over entries another consumer left pending for ``claim_idle_ms``."""
+        handled = 0
+        for stream in list(self._streams):
+            try:
+                reply: Any = self.client.xautoclaim(
+                    stream, GROUP, self.consumer, self.claim_idle_ms, "0-0", count=self.batch
+                )
+            except redis.ResponseError as exc:
+                if "NOGROUP" in str(exc):
+                    self._grouped.discard(stream)
+                    self.ensure_groups()
+                    continue
+                raise
+            entries = [(str(i), f) for i, f in reply[1] if f]
+            if not entries:
+                continue
+            log.info("reclaimed %d entries left pending on %s", len(entries), stream)
+            handled += self.handle([(stream, entries)], stop)
+        return handled
+
+    def trim(self) -> None:
+        """Drop acknowledged entries: everything below the oldest entry still needed."""
+        for stream in list(self._grouped):
+            try:
+                groups: Any = self.client.xinfo_groups(stream)
+                group = next((g for g in groups if g["name"] == GROUP), None)
+                if group is None:
+                    continue
+                summary: Any = self.client.xpending(stream, GROUP)
+                if summary["pending"]:
+                    minid = str(summary["min"])
+                else:
+                    minid = _next_id(str(group["last-delivered-id"]))
+                if minid != "0-1":
+                    self.client.xtrim(stream, minid=minid, approximate=False)
+            except redis.ResponseError:
+                continue
+
+    @staticmethod
+    def _sleep(seconds: float, stop: StopFlag | None) -> None:
+        if stop is not None:
+            stop.event.wait(seconds)
+        else:
+            time.sleep(seconds)
+
+
+def _next_id(entry_id: str) -> str:
+    ms, _, seq = entry_id.partition("-")
+    return f"{ms}-{int(seq or 0) + 1}"
+
+
+def _aid_of_stream(stream: str) -> str:
+    start, end = stream.find("{"), stream.find("}")
+    aid = stream[start + 1 : end]
+    return aid if is_activity_id(aid) else ""
+
+
+def pending_total(client: redis.Redis, streams: Iterable[str]) -> int:
+    total = 0
+    for stream in streams:
+        try:
+            summary: Any = client.xpending(stream, GROUP)
+        except redis.ResponseError:
+            continue
+        total += int(summary["pending"])
+    return total
+
+
+def build_worker(settings: Settings, **options: Any) -> OrdersWorker:
+    """A worker with its own Redis connections: its socket timeout must outlast BLOCK."""
+    block_ms = int(options.get("block_ms", 500))
+    own = dataclasses.replace(
+        settings,
+        redis_timeout=max(settings.redis_timeout, block_ms / 1000 + 2.0),
+        redis_max_connections=4,
+    )
+    client = redis.Redis(connection_pool=make_pool(own))
+    book = OrderBook(make_engine(settings.database_url)).ready()
+    return OrdersWorker(client, KeySpace(settings.key_prefix), book, **options)
+
+
+def main(settings: Settings) -> int:
+    """``seckill worker``: run until SIGTERM/SIGINT."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    stop = StopFlag()
+    stop.install()
+    build_worker(settings).run(stop)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(Settings.from_env()))
