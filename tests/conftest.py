@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -15,10 +16,13 @@ from typing import Any
 
 import pytest
 import redis
+import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
+from sqlalchemy.engine import make_url
 
 from edge.identity import mint_user_token
+from seckill import db
 from seckill.app import create_app
 from seckill.config import Settings
 from seckill.embedded import EmbeddedValkey
@@ -47,8 +51,29 @@ def prefix() -> str:
 
 
 @pytest.fixture
-def env(valkey: EmbeddedValkey, prefix: str, tmp_path: Path) -> dict[str, str]:
+def database_url(prefix: str, tmp_path: Path) -> Iterator[str]:
+    """A database of this test's own: a SQLite file, or, when ``SECKILL_TEST_POSTGRES`` names
+    a PostgreSQL server (CI sets it), a fresh schema there, dropped afterwards."""
+    base = os.environ.get("SECKILL_TEST_POSTGRES")
+    if not base:
+        yield f"sqlite:///{tmp_path / 'orders.db'}"
+        return
+    admin = sa.create_engine(db.make_engine(base).url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{prefix}"'))
+    url = make_url(base).update_query_dict({"options": f"-csearch_path={prefix}"})
+    yield url.render_as_string(hide_password=False)
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP SCHEMA "{prefix}" CASCADE'))
+    admin.dispose()
+
+
+@pytest.fixture
+def env(
+    valkey: EmbeddedValkey, prefix: str, tmp_path: Path, database_url: str
+) -> dict[str, str]:
     return {
+        "DATABASE_URL": database_url,
         "SECKILL_ENV": "production",
         "REDIS_URL": valkey.url,
         "SECKILL_SECRET_KEY": URL_KEY,
@@ -70,7 +95,7 @@ def app(settings: Settings) -> Iterator[Flask]:
     application = create_app(settings)
     application.config["TESTING"] = True
     yield application
-    application.extensions["seckill"].pool.disconnect()
+    application.extensions["seckill"].close()
 
 
 @pytest.fixture
@@ -123,3 +148,41 @@ def buy(client: FlaskClient, aid: str, uid: str, body: Any = None) -> Any:
     if body is None:
         return client.post(got.get_json()["url"], headers=headers)
     return client.post(got.get_json()["url"], headers=headers, json=body)
+
+
+# --- helpers for the contract and hostile-input suites -------------------------------------
+
+
+def expect(response: Any, status: int, error: str | None = None) -> dict[str, Any]:
+    """Assert the status, a JSON Content-Type and (for failures) the contract's error body."""
+    assert response.status_code == status, (response.status_code, response.get_data()[:300])
+    assert response.mimetype == "application/json", response.headers
+    body = response.get_json()
+    assert isinstance(body, dict), body
+    if error is None:
+        assert "error" not in body, body
+    else:
+        assert body["error"] == error, body
+        assert isinstance(body["message"], str) and body["message"], body
+    return body
+
+
+def keys_of(rds: redis.Redis, prefix: str) -> set[str]:
+    """Every key that mentions this test's prefix (rate-limit keys carry it inside)."""
+    return {str(k) for k in rds.scan_iter(match=f"*{prefix}*", count=1000)}
+
+
+@pytest.fixture
+def make_app(env: dict[str, str]) -> Iterator[Callable[..., Flask]]:
+    """Build extra apps on this test's Valkey and prefix, with environment overrides."""
+    built: list[Flask] = []
+
+    def make(**overrides: str) -> Flask:
+        application = create_app(Settings.from_env({**env, **overrides}))
+        application.config["TESTING"] = True
+        built.append(application)
+        return application
+
+    yield make
+    for application in built:
+        application.extensions["seckill"].close()
