@@ -1,0 +1,492 @@
+"""The ``seckill`` command: run the stack (``up``), mint a user token, manage activities.
+
+Exit codes: 0 done; 1 the operation failed (Redis unreachable, activity exists, a child kept
+crashing); 2 bad input or configuration, with one line ``seckill: <message>`` and no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import re
+import shlex
+import shutil
+import socket
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from seckill import errors
+from seckill.config import MIN_KEY_BYTES, SECRET_VARS, ConfigError, Settings
+
+MAX_TOKEN_TTL = 30 * 24 * 3600
+IP_RATE = re.compile(r"off|[1-9][0-9]{0,6}r/[sm]")
+
+
+class Failure(RuntimeError):
+    """The command was well formed but could not be carried out (exit 1)."""
+
+
+# -- argument types --------------------------------------------------------------------
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = _positive(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"not a TCP port: {value}")
+    return value
+
+
+def _ip_rate(text: str) -> str:
+    if IP_RATE.fullmatch(text) is None:
+        raise argparse.ArgumentTypeError(f"expected e.g. 20r/s, 600r/m or off, got {text!r}")
+    return text
+
+
+# -- seckill token ---------------------------------------------------------------------
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    from edge.identity import mint_user_token
+    from seckill.activities import USER_ID
+
+    if USER_ID.fullmatch(args.uid) is None:
+        raise errors.BadRequest(f"user id must match [A-Za-z0-9_.@-]{{1,64}}, got {args.uid!r}")
+    if not 1 <= args.ttl <= MAX_TOKEN_TTL:
+        raise errors.BadRequest(f"--ttl must be between 1 and {MAX_TOKEN_TTL} seconds")
+    secret = os.environ.get("SECKILL_JWT_SECRET", "").strip()
+    if not secret:
+        raise ConfigError(
+            "SECKILL_JWT_SECRET is not set; export the secret the gateway verifies tokens "
+            "with (`seckill up` prints it in development mode)"
+        )
+    if len(secret.encode()) < MIN_KEY_BYTES:
+        raise ConfigError(f"SECKILL_JWT_SECRET must be at least {MIN_KEY_BYTES} bytes")
+    print(mint_user_token(args.uid, secret, args.ttl))
+    return 0
+
+
+# -- seckill activity ------------------------------------------------------------------
+
+
+@contextmanager
+def _services() -> Iterator[Any]:
+    """The gateway's own services (Redis pool, database, activity store) on this environment,
+    so that the commands below take exactly the admin API's path."""
+    from seckill.app import Services
+
+    # These commands use no secret: read the rest of the configuration without requiring one.
+    settings = Settings.from_env({**os.environ, "SECKILL_ENV": "development"})
+    services = Services.build(settings)
+    try:
+        yield services
+    finally:
+        services.close()
+
+
+def _store_failure(settings: Settings, exc: Exception) -> Failure:
+    import redis
+
+    if isinstance(exc, redis.RedisError):
+        hint = "" if os.environ.get("REDIS_URL") else (
+            " (REDIS_URL is not set; `seckill up` prints the REDIS_URL of its embedded Valkey)"
+        )
+        where = f"Redis at {_redact(settings.redis_url)}"
+    else:
+        hint, where = "", f"the database at {_redact(settings.database_url)}"
+    return Failure(f"cannot reach {where}: {type(exc).__name__}: {exc}{hint}")
+
+
+def _activity_body(args: argparse.Namespace) -> dict[str, Any]:
+    from seckill.activities import iso_from_ms, ms_from_iso, now_ms
+
+    if args.total.strip().lower() == "unlimited":
+        total: int | None = None
+    else:
+        try:
+            total = int(args.total)
+        except ValueError:
+            raise errors.BadRequest(
+                f"total must be an integer or 'unlimited', got {args.total!r}", field="total"
+            ) from None
+    if args.starts_at is not None:
+        starts_at = args.starts_at
+    else:
+        starts_at = iso_from_ms(now_ms() + 1000 * (args.starts_in or 0))
+    if args.ends_at is not None:
+        ends_at = args.ends_at
+    else:
+        ends_at = iso_from_ms(ms_from_iso(starts_at, "starts_at") + 1000 * args.duration)
+    body: dict[str, Any] = {
+        "id": args.id, "name": args.name, "total": total,
+        "starts_at": starts_at, "ends_at": ends_at,
+    }
+    if args.per_user_limit is not None:
+        body["per_user_limit"] = args.per_user_limit
+    return body
+
+
+def cmd_activity_create(args: argparse.Namespace) -> int:
+    import redis
+    import sqlalchemy as sa
+
+    from seckill import catalog
+    from seckill.activities import now_ms, parse_new_activity
+
+    activity = parse_new_activity(_activity_body(args))  # the admin API's validation
+    with _services() as services:
+        try:
+            catalog.create_activity(services.book, services.activities, activity)
+        except errors.ActivityExists:
+            raise Failure(f"activity {activity.id!r} already exists") from None
+        except (redis.RedisError, sa.exc.OperationalError) as exc:
+            raise _store_failure(services.settings, exc) from None
+    print(json.dumps(activity.public(now_ms()), indent=2))
+    return 0
+
+
+def cmd_activity_show(args: argparse.Namespace) -> int:
+    import redis
+    import sqlalchemy as sa
+
+    from seckill.activities import is_activity_id, now_ms
+
+    if not is_activity_id(args.id):
+        raise errors.BadRequest(f"activity id must match [A-Za-z0-9_-]{{1,64}}, got {args.id!r}")
+    with _services() as services:
+        try:
+            # Through the cache, as GET /seckill/activities/<aid>: rebuilt from the database
+            # if Redis has lost it.
+            activity = services.cache.get(args.id)
+        except (redis.RedisError, sa.exc.OperationalError) as exc:
+            raise _store_failure(services.settings, exc) from None
+    if activity is None:
+        raise Failure(f"no activity {args.id!r}")
+    print(json.dumps(activity.public(now_ms()), indent=2))
+    return 0
+
+
+# -- seckill worker --------------------------------------------------------------------
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from seckill import worker
+
+    return worker.main(Settings.from_env())
+
+
+# -- seckill nginx render --------------------------------------------------------------
+
+
+def cmd_nginx_render(args: argparse.Namespace) -> int:
+    from seckill import nginx
+
+    options = nginx.NginxOptions(
+        backends=args.backend, port=args.port, admin_port=args.admin_port,
+        ip_rate=args.ip_rate, run_dir=Path(args.run_dir),
+    )
+    try:
+        text = nginx.render(options)
+    except nginx.RenderError as exc:
+        raise errors.BadRequest(str(exc)) from None
+    nginx.prepare_run_dir(options.run_dir)
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text, encoding="utf-8")
+    return 0
+
+
+# -- seckill up ------------------------------------------------------------------------
+
+
+def project_root() -> Path:
+    """The source tree holding ``wsgi.py`` and ``gunicorn.conf.py`` (an editable install)."""
+    root = Path(__file__).resolve().parent.parent
+    missing = [n for n in ("wsgi.py", "gunicorn.conf.py") if not (root / n).is_file()]
+    if missing:
+        raise ConfigError(
+            f"`seckill up` runs from a source checkout; {', '.join(missing)} not found in "
+            f"{root} (install with `pip install -e .`)"
+        )
+    return root
+
+
+def _redact(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _check_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
+@contextmanager
+def _data_dir_lock(data_dir: Path) -> Iterator[None]:
+    """One ``seckill up`` per data folder: two would share (and corrupt) one Valkey's files."""
+    with open(data_dir / "up.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(
+                f"another `seckill up` is running with the data folder {data_dir}"
+            ) from None
+        yield
+
+
+def _nginx_note(args: argparse.Namespace) -> str:
+    if args.no_nginx:
+        return "nginx: off (--no-nginx)"
+    if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
+        return "nginx is not installed (sudo apt-get install nginx)"
+    return "nginx is installed, but `seckill up` does not put it in front yet (coming)"
+
+
+def _seckill_command() -> str:
+    beside = Path(sys.executable).parent / "seckill"
+    return str(beside) if beside.exists() else "seckill"
+
+
+def try_it(settings: Settings, base: str, embedded_redis_url: str | None) -> str:
+    from datetime import UTC, datetime, timedelta
+
+    now = datetime.now(UTC).replace(microsecond=0)
+    aid = f"demo-{int(now.timestamp())}"
+    body = json.dumps({
+        "id": aid, "name": "Demo phone", "total": 100,
+        "starts_at": now.isoformat().replace("+00:00", "Z"),
+        "ends_at": (now + timedelta(days=1)).isoformat().replace("+00:00", "Z"),
+    })
+    # REDIS_URL for `seckill activity ...`; a REDIS_URL of your own you have already.
+    exports = [] if embedded_redis_url is None else [f"REDIS_URL={embedded_redis_url}"]
+    exports.append(f"SECKILL_DATA_DIR={shlex.quote(str(settings.data_dir))}")
+    if settings.development:
+        exports.append("SECKILL_ENV=development")
+        exports += [f"{name}={shlex.quote(settings.secret_for(name))}" for name in SECRET_VARS]
+    lines = ["Try it, in another terminal:"]
+    if exports:
+        lines.append("  export " + " ".join(exports))
+    if not settings.development:
+        lines.append("  # and SECKILL_JWT_SECRET, SECKILL_ADMIN_TOKEN as the gateway has them")
+    lines += [
+        f"  curl -s -X POST {base}/admin/activities \\",
+        '    -H "Authorization: Bearer $SECKILL_ADMIN_TOKEN" '
+        "-H 'Content-Type: application/json' \\",
+        f"    -d {shlex.quote(body)}",
+        f"  TOKEN=$({shlex.quote(_seckill_command())} token alice)",
+        f'  URL=$(curl -s -H "Authorization: Bearer $TOKEN" "{base}/seckill/url?activity={aid}"'
+        " | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"url\"])')",
+        f'  curl -s -X POST -H "Authorization: Bearer $TOKEN" "{base}$URL"',
+        f'  curl -s -H "Authorization: Bearer $TOKEN" {base}/seckill/{aid}/order',
+    ]
+    return "\n".join(lines)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from seckill.embedded import EmbeddedValkey
+    from seckill.supervisor import (
+        ChildSpec,
+        Stopping,
+        Supervisor,
+        SupervisorError,
+        http_ready,
+        log,
+        redis_ready,
+    )
+
+    environ = dict(os.environ)
+    settings = Settings.from_env(environ)  # no production secret missing, all values valid
+    root = project_root()
+    _check_port_free(args.host, args.port)
+    data_dir = settings.data_dir
+    data_dir.mkdir(parents=True, exist_ok=True)
+
+    with _data_dir_lock(data_dir):
+        settings.announce_generated()
+        # Secrets made up once, here, so that every worker of every instance agrees on them.
+        env = {**environ, "SECKILL_ENV": settings.env, "SECKILL_DATA_DIR": str(data_dir)}
+        env.update({name: settings.secret_for(name) for name in SECRET_VARS})
+        specs: list[ChildSpec] = []
+
+        embedded_url: str | None = None
+        if environ.get("REDIS_URL"):
+            redis_url = environ["REDIS_URL"]
+            redis_note = f"{_redact(redis_url)} (REDIS_URL)"
+        else:
+            valkey = EmbeddedValkey(data_dir / "valkey")
+            valkey.data_dir.mkdir(parents=True, exist_ok=True)
+            redis_url = embedded_url = valkey.url
+            redis_note = f"{redis_url} (embedded Valkey, AOF on, data in {valkey.data_dir})"
+            specs.append(ChildSpec("valkey", valkey.command(), env=environ,
+                                   ready=redis_ready(redis_url), stop_timeout=10))
+        env["REDIS_URL"] = redis_url
+
+        metrics_dir = data_dir / "prometheus"  # per-worker files; stale ones would be summed
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        metrics_dir.mkdir()
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+
+        # Stopped after the gateway (reverse order), so it stores the last orders it was given.
+        specs.append(ChildSpec("orders-worker", [sys.executable, "-m", "seckill.worker"],
+                               env=env, cwd=root, stop_timeout=15))
+
+        # Until nginx is put in front, one gunicorn instance listens on --port itself.
+        graceful_raw = env.get("GUNICORN_GRACEFUL_TIMEOUT") or "10"
+        if not graceful_raw.isdigit():
+            raise ConfigError(f"GUNICORN_GRACEFUL_TIMEOUT must be seconds, got {graceful_raw!r}")
+        graceful = int(graceful_raw)
+        name = "gunicorn-1"
+        specs.append(ChildSpec(
+            name,
+            [sys.executable, "-m", "gunicorn", "-c", str(root / "gunicorn.conf.py"),
+             "--chdir", str(root), "--bind", f"{args.host}:{args.port}",
+             # gunicorn 27's control socket defaults to one path in $HOME for every instance.
+             "--no-control-socket", "wsgi:app"],
+            env={**env, "GUNICORN_WORKERS": str(args.workers), "SECKILL_INSTANCE": name},
+            cwd=root,
+            ready=http_ready(args.host, args.port),
+            ready_timeout=60,
+            stop_timeout=graceful + 5,
+        ))
+        log(
+            f"{_nginx_note(args)}; one gunicorn instance serves {args.host}:{args.port} "
+            "directly (operator endpoints included); --instances, --admin-port and --ip-rate "
+            "take effect once nginx is in front"
+        )
+
+        supervisor = Supervisor(specs)
+        supervisor.install_signal_handlers()
+        base = f"http://{'127.0.0.1' if args.host == '0.0.0.0' else args.host}:{args.port}"
+        try:
+            supervisor.start()
+            print(
+                f"seckill is up on {base} (gunicorn, {args.workers} gevent worker(s))\n"
+                f"  Redis:    {redis_note}\n"
+                f"  Database: {_redact(settings.database_url)}\n"
+                f"  Health:   {base}/healthz    Metrics: {base}/metrics\n"
+                "  Stop:     Ctrl-C\n\n" + try_it(settings, base, embedded_url),
+                flush=True,
+            )
+            supervisor.run()
+        except Stopping:
+            pass
+        except SupervisorError as exc:
+            supervisor.failure = str(exc)
+            log(str(exc))
+        finally:
+            supervisor.stop()
+        log("stopped")
+    return 1 if supervisor.failure else 0
+
+
+# -- the parser ------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="seckill", description="A flash-sale gateway (see README.md and API.md)."
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    up = commands.add_parser("up", help="run the whole stack in the foreground")
+    up.add_argument("--host", default="127.0.0.1",
+                    help="address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)")
+    up.add_argument("--port", type=_port, default=8080, help="public port (default 8080)")
+    up.add_argument("--admin-port", type=_port, default=8081,
+                    help="operator port, loopback only, once nginx is in front (default 8081)")
+    up.add_argument("--instances", type=_positive, default=2,
+                    help="gunicorn instances behind nginx (default 2)")
+    up.add_argument("--workers", type=_positive, default=2,
+                    help="gevent workers per gunicorn instance (default 2)")
+    up.add_argument("--ip-rate", type=_ip_rate, default="20r/s",
+                    help="nginx per-client-IP rate, e.g. 20r/s, or off (default 20r/s)")
+    up.add_argument("--no-nginx", action="store_true", help="serve through gunicorn directly")
+    up.set_defaults(handler=cmd_up)
+
+    token = commands.add_parser("token", help="print a user JWT signed with SECKILL_JWT_SECRET")
+    token.add_argument("uid", help="the user id (the token's sub)")
+    token.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds (default 3600)")
+    token.set_defaults(handler=cmd_token)
+
+    worker = commands.add_parser("worker", help="run the orders worker alone (Redis -> database)")
+    worker.set_defaults(handler=cmd_worker)
+
+    nginx = commands.add_parser("nginx", help="nginx in front of gunicorn instances")
+    nginx_verbs = nginx.add_subparsers(dest="verb", metavar="VERB", required=True)
+    render = nginx_verbs.add_parser("render", help="write a complete nginx.conf")
+    render.add_argument("--backend", action="append", required=True, metavar="HOST:PORT",
+                        help="a gunicorn instance (repeat for each)")
+    render.add_argument("--port", type=_port, default=8080, help="public port (default 8080)")
+    render.add_argument("--admin-port", type=_port, default=8081,
+                        help="operator port, on 127.0.0.1 (default 8081)")
+    render.add_argument("--ip-rate", type=_ip_rate, default="20r/s",
+                        help="per-client-IP rate, e.g. 20r/s, or off (default 20r/s)")
+    render.add_argument("--run-dir", default="/tmp/seckill-nginx",
+                        help="nginx's pid, logs and temp files (default /tmp/seckill-nginx)")
+    render.add_argument("-o", "--output", help="file to write (default: standard output)")
+    render.set_defaults(handler=cmd_nginx_render)
+
+    activity = commands.add_parser("activity", help="create or show an activity in REDIS_URL")
+    verbs = activity.add_subparsers(dest="verb", metavar="VERB", required=True)
+    create = verbs.add_parser("create", help="create an activity (the admin API's validation)")
+    create.add_argument("--id", required=True)
+    create.add_argument("--name", required=True)
+    create.add_argument("--total", required=True, help="units for sale, or 'unlimited'")
+    starts = create.add_mutually_exclusive_group()
+    starts.add_argument("--starts-at", help="ISO 8601 with an offset, e.g. 2026-11-21T12:00:00Z")
+    starts.add_argument("--starts-in", type=int, metavar="SECONDS",
+                        help="start this many seconds from now (default: now)")
+    ends = create.add_mutually_exclusive_group(required=True)
+    ends.add_argument("--ends-at", help="ISO 8601 with an offset")
+    ends.add_argument("--duration", type=int, metavar="SECONDS", help="sale length in seconds")
+    create.add_argument("--per-user-limit", type=int, help="units one user may buy (default 1)")
+    create.set_defaults(handler=cmd_activity_create)
+    show = verbs.add_parser("show", help="print an activity")
+    show.add_argument("id")
+    show.set_defaults(handler=cmd_activity_show)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(handler(args))
+    except (ConfigError, errors.BadRequest) as exc:
+        print(f"seckill: {exc}", file=sys.stderr)
+        return 2
+    except (Failure, FileNotFoundError, errors.SeckillError) as exc:
+        print(f"seckill: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,371 @@
+"""The ``seckill`` command, run as a real process: token, activity, and the whole ``up`` stack."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jwt
+import psutil
+import pytest
+
+from edge.identity import mint_user_token, user_from_jwt
+from seckill.embedded import EmbeddedValkey, free_port
+from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, URL_KEY, buy, iso
+
+# The console script pip installed next to this interpreter (not resolved: that leaves the venv).
+SECKILL = Path(sys.executable).parent / "seckill"
+OUR_VARS = re.compile(r"(SECKILL_|GUNICORN_|REDIS_URL$|DATABASE_URL$|PROMETHEUS_MULTIPROC_DIR$)")
+
+
+def clean_environ(**extra: str) -> dict[str, str]:
+    """The test process's environment without any gateway setting, plus ``extra``."""
+    base = {k: v for k, v in os.environ.items() if not OUR_VARS.match(k)}
+    return {**base, **extra}
+
+
+def seckill(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SECKILL), *args], env=clean_environ(**env), capture_output=True, text=True,
+        timeout=60, check=False,
+    )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int, text: str) -> None:
+    assert result.returncode == code, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("seckill: "), lines[0]
+    assert text in lines[0], lines[0]
+
+
+# -- seckill token ---------------------------------------------------------------------
+
+
+def test_token_verifies_with_the_jwt_secret() -> None:
+    result = seckill("token", "alice@example.com", "--ttl", "120",
+                     env={"SECKILL_JWT_SECRET": JWT_SECRET})
+    assert result.returncode == 0, result.stderr
+    token = result.stdout.strip()
+    claims = jwt.decode(token, JWT_SECRET, algorithms=["HS256"])
+    assert claims["sub"] == "alice@example.com"
+    assert claims["exp"] - claims["iat"] == 120
+    assert abs(claims["iat"] - time.time()) < 30
+    assert user_from_jwt(token, JWT_SECRET) == "alice@example.com"  # what the gateway runs
+    with pytest.raises(jwt.InvalidSignatureError):
+        jwt.decode(token, "another-secret-0123456789abcdef0123456789", algorithms=["HS256"])
+
+
+def test_token_refuses_a_bad_user_id_and_a_missing_secret() -> None:
+    bad = seckill("token", "not a user{}", env={"SECKILL_JWT_SECRET": JWT_SECRET})
+    assert_one_line_error(bad, 2, "user id must match")
+    assert bad.stdout == ""
+    missing = seckill("token", "alice", env={})
+    assert_one_line_error(missing, 2, "SECKILL_JWT_SECRET is not set")
+    short = seckill("token", "alice", env={"SECKILL_JWT_SECRET": "short"})
+    assert_one_line_error(short, 2, "at least 32 bytes")
+
+
+# -- seckill activity ------------------------------------------------------------------
+
+
+def test_activity_create_is_visible_through_the_app(env, client) -> None:
+    created = seckill(
+        "activity", "create", "--id", "cli-phone", "--name", "CLI phone", "--total", "3",
+        "--starts-in", "-5", "--duration", "600", "--per-user-limit", "2", env=env,
+    )
+    assert created.returncode == 0, created.stderr
+    body = json.loads(created.stdout)
+    assert body["id"] == "cli-phone"
+    assert (body["total"], body["remaining"], body["per_user_limit"]) == (3, 3, 2)
+    assert body["state"] == "open"
+
+    seen = client.get("/seckill/activities/cli-phone")
+    assert seen.status_code == 200
+    assert seen.get_json()["total"] == 3
+    assert seen.get_json()["starts_at"] == body["starts_at"]
+    bought = buy(client, "cli-phone", "bob", {"quantity": 2})
+    assert bought.status_code == 200, bought.get_json()
+
+    shown = seckill("activity", "show", "cli-phone", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["remaining"] == 1
+
+    again = seckill("activity", "create", "--id", "cli-phone", "--name", "Again", "--total", "1",
+                    "--duration", "60", env=env)
+    assert_one_line_error(again, 1, "already exists")
+
+
+def test_activity_create_unlimited_with_iso_times(env, client) -> None:
+    starts, ends = iso(-60), iso(3600)
+    created = seckill("activity", "create", "--id", "cli-free", "--name", "Free sample",
+                      "--total", "unlimited", "--starts-at", starts, "--ends-at", ends, env=env)
+    assert created.returncode == 0, created.stderr
+    assert json.loads(created.stdout)["total"] is None
+    seen = client.get("/seckill/activities/cli-free").get_json()
+    assert seen["total"] is None and seen["remaining"] is None and seen["state"] == "open"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--id", "neg", "--total", "-1", "--duration", "60"], "total must be between"),
+        (["--id", "lots", "--total", "lots", "--duration", "60"], "integer or 'unlimited'"),
+        (["--id", "a b", "--total", "1", "--duration", "60"], "id must match"),
+        (["--id", "past", "--total", "1", "--starts-in", "-7200", "--duration", "60"],
+         "ends_at is in the past"),
+        (["--id", "naive", "--total", "1", "--starts-at", "2030-01-01T00:00:00",
+          "--duration", "60"], "needs an offset"),
+        (["--id", "greedy", "--total", "1", "--duration", "60", "--per-user-limit", "0"],
+         "per_user_limit must be between"),
+    ],
+)
+def test_activity_create_rejects_bad_input(env, args: list[str], message: str) -> None:
+    result = seckill("activity", "create", "--name", "Bad", *args, env=env)
+    assert_one_line_error(result, 2, message)
+    assert result.stdout == ""
+    aid = args[1]
+    if re.fullmatch(r"[A-Za-z0-9_-]+", aid):
+        assert_one_line_error(seckill("activity", "show", aid, env=env), 1, "no activity")
+
+
+def test_activity_show_says_when_redis_is_unreachable(env) -> None:
+    nowhere = {**env, "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}
+    result = seckill("activity", "show", "anything", env=nowhere)
+    assert_one_line_error(result, 1, "cannot reach Redis")
+
+
+# -- seckill nginx render --------------------------------------------------------------
+
+
+def test_nginx_render_writes_a_config_nginx_accepts(tmp_path: Path) -> None:
+    conf = tmp_path / "nginx.conf"
+    result = seckill("nginx", "render", "--backend", "127.0.0.1:9001", "--backend",
+                     "127.0.0.1:9002", "--port", "18080", "--admin-port", "18081",
+                     "--run-dir", str(tmp_path / "run"), "-o", str(conf), env={})
+    assert result.returncode == 0, result.stderr
+    text = conf.read_text()
+    assert "server 127.0.0.1:9001" in text and "server 127.0.0.1:9002" in text
+    assert "127.0.0.1:18081" in text
+    binary = shutil.which("nginx") or next(
+        (p for p in ("/usr/sbin/nginx",) if Path(p).exists()), None
+    )
+    if binary is not None:  # the nginx tests proper need it; here it is a bonus check
+        checked = subprocess.run([binary, "-t", "-c", str(conf)], capture_output=True,
+                                 text=True, timeout=30, check=False)
+        assert checked.returncode == 0, checked.stderr
+    bad = seckill("nginx", "render", "--backend", "not-a-backend", env={})
+    assert_one_line_error(bad, 2, "is not host:port")
+
+
+# -- seckill up ------------------------------------------------------------------------
+
+
+def call(port: int, method: str, path: str, token: str | None = None,
+         body: Any = None) -> tuple[int, Any]:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"} if body is not None else {},
+    )
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, json.loads(exc.read())
+    except OSError:
+        return 0, None
+
+
+def wait_healthy(port: int, up: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert up.poll() is None, f"seckill up exited: {log.read_text()}"
+        if call(port, "GET", "/healthz")[0] == 200:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no healthy answer on {port} in {timeout}s: {log.read_text()}")
+
+
+def alive(process: psutil.Process) -> bool:
+    """Running and not a zombie; ``is_running`` also guards against a reused PID."""
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@contextlib.contextmanager
+def seckill_up(tmp_path: Path, env: dict[str, str], *args: str) -> Iterator[
+    tuple[subprocess.Popen[bytes], int, Path, list[psutil.Process]]
+]:
+    """Run ``seckill up`` on a free port until healthy; yield it, its port, its log, and a
+    list the test fills with the processes it saw (all of them are checked gone at the end,
+    and killed by PID if a failing test left them)."""
+    port = free_port()
+    log = tmp_path / "up.log"
+    seen: list[psutil.Process] = []
+    with log.open("wb") as sink:
+        up = subprocess.Popen(
+            [str(SECKILL), "up", "--port", str(port), *args],
+            env=clean_environ(**env), stdin=subprocess.DEVNULL, stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_healthy(port, up, log, timeout=60)
+        deadline = time.monotonic() + 10  # the banner follows the last child's readiness
+        while "seckill is up on" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "seckill is up on" in log.read_text(), log.read_text()
+        yield up, port, log, seen
+    finally:
+        if up.poll() is None:
+            seen.extend(psutil.Process(up.pid).children(recursive=True))
+            up.send_signal(signal.SIGTERM)
+            try:
+                up.wait(30)
+            except subprocess.TimeoutExpired:
+                up.kill()
+                up.wait(10)
+        for process in seen:
+            if alive(process):
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    process.kill()
+
+
+def children_by_role(up: subprocess.Popen[bytes]) -> dict[str, psutil.Process]:
+    roles: dict[str, psutil.Process] = {}
+    for child in psutil.Process(up.pid).children():
+        try:
+            cmdline = " ".join(child.cmdline())
+        except psutil.Error:  # gone, or a zombie not reaped yet
+            continue
+        if "valkey-server" in cmdline:
+            roles["valkey"] = child
+        elif "gunicorn" in cmdline:
+            roles["gunicorn"] = child
+        elif "seckill.worker" in cmdline:
+            roles["worker"] = child
+    return roles
+
+
+def stop_and_check_nothing_is_left(
+    up: subprocess.Popen[bytes], log: Path, seen: list[psutil.Process]
+) -> None:
+    seen.extend(psutil.Process(up.pid).children(recursive=True))
+    started = time.monotonic()
+    up.send_signal(signal.SIGTERM)
+    assert up.wait(15) == 0, log.read_text()
+    assert time.monotonic() - started < 15
+    left = [p for p in seen if alive(p)]
+    assert not left, [(p.pid, p.cmdline()) for p in left]
+    assert "seckill: stopped" in log.read_text()
+
+
+def test_up_serves_a_purchase_restarts_a_dead_child_and_stops_clean(tmp_path: Path) -> None:
+    env = {
+        "SECKILL_ENV": "development",
+        "SECKILL_DATA_DIR": str(tmp_path / "data"),
+        "SECKILL_SECRET_KEY": URL_KEY,
+        "SECKILL_JWT_SECRET": JWT_SECRET,
+        "SECKILL_ADMIN_TOKEN": ADMIN_TOKEN,
+        "SECKILL_USER_RATE": "1000/second",
+    }
+    with seckill_up(tmp_path, env, "--workers", "1", "--no-nginx") as (up, port, log, seen):
+        roles = children_by_role(up)
+        assert set(roles) == {"valkey", "gunicorn", "worker"}, roles
+        seen.extend(psutil.Process(up.pid).children(recursive=True))
+        assert (tmp_path / "data" / "valkey" / "aof").is_dir()  # embedded, AOF, in the data dir
+
+        admin = ADMIN["Authorization"].removeprefix("Bearer ")
+        activity = {"id": "up-phone", "name": "Phone", "total": 10,
+                    "starts_at": iso(-5), "ends_at": iso(600)}
+        assert call(port, "POST", "/admin/activities", admin, activity)[0] == 201
+        token = mint_user_token("alice", JWT_SECRET)
+        status, issued = call(port, "GET", "/seckill/url?activity=up-phone", token)
+        assert status == 200, issued
+        status, bought = call(port, "POST", issued["url"], token)
+        assert status == 200, bought
+        deadline = time.monotonic() + 20  # the orders worker stores it in the database
+        while time.monotonic() < deadline:
+            status, order = call(port, "GET", "/seckill/up-phone/order", token)
+            if order == {"status": "confirmed", "order_id": bought["order_id"]}:
+                break
+            time.sleep(0.2)
+        assert order == {"status": "confirmed", "order_id": bought["order_id"]}
+
+        # kill -9 the gunicorn instance: the supervisor says so and starts a new one.
+        dead = roles["gunicorn"]
+        dead.kill()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            fresh = children_by_role(up).get("gunicorn")
+            if fresh is not None and fresh.pid != dead.pid:
+                break
+            time.sleep(0.1)
+        assert fresh is not None and fresh.pid != dead.pid, log.read_text()
+        wait_healthy(port, up, log, timeout=30)
+        restarted = r"gunicorn-1 \(pid \d+\) exited with code -9 .*restarting"
+        assert re.search(restarted, log.read_text()), log.read_text()
+        assert call(port, "GET", "/seckill/activities/up-phone", token)[1]["remaining"] == 9
+
+        stop_and_check_nothing_is_left(up, log, seen)
+        text = log.read_text()
+        assert text.index("gunicorn-1 stopped") < text.index("orders-worker stopped") < text.index(
+            "valkey stopped"
+        )
+
+
+def test_up_on_an_outside_redis_shares_printed_development_secrets(tmp_path: Path) -> None:
+    """REDIS_URL given: no embedded Valkey. No secret given: ``up`` makes them up once and
+    prints them, and every worker uses those (a URL signed by one worker is accepted by the
+    other)."""
+    outside = EmbeddedValkey(tmp_path / "outside-valkey")  # appendfsync always, like up's own
+    env = {
+        "SECKILL_ENV": "development",
+        "SECKILL_DATA_DIR": str(tmp_path / "data"),
+        "REDIS_URL": outside.url,
+        "SECKILL_USER_RATE": "1000/second",
+    }
+    with outside, seckill_up(tmp_path, env, "--workers", "2") as (up, port, log, seen):
+        assert set(children_by_role(up)) == {"gunicorn", "worker"}  # no embedded Valkey
+        exports = re.search(r"^  export (.*)$", log.read_text(), re.MULTILINE)
+        assert exports is not None, log.read_text()
+        printed = dict(pair.split("=", 1) for pair in exports.group(1).split())
+        assert "REDIS_URL" not in printed  # the caller's own; only an embedded one is printed
+        admin, secret = printed["SECKILL_ADMIN_TOKEN"], printed["SECKILL_JWT_SECRET"]
+        assert len(secret) >= 32
+
+        activity = {"id": "up-shared", "name": "Phone", "total": 20,
+                    "starts_at": iso(-5), "ends_at": iso(600)}
+        assert call(port, "POST", "/admin/activities", admin, activity)[0] == 201
+        # Each urllib call is a new connection; two workers share the accepts.
+        for i in range(12):
+            token = mint_user_token(f"user{i}", secret)
+            status, issued = call(port, "GET", "/seckill/url?activity=up-shared", token)
+            assert status == 200, issued
+            status, bought = call(port, "POST", issued["url"], token)
+            assert status == 200, bought
+        stop_and_check_nothing_is_left(up, log, seen)
+
+
+def test_up_refuses_to_start_without_production_secrets(tmp_path: Path) -> None:
+    result = seckill("up", "--port", str(free_port()),
+                     env={"SECKILL_DATA_DIR": str(tmp_path / "data")})
+    assert_one_line_error(result, 2, "SECKILL_SECRET_KEY is not set")
