@@ -71,16 +71,17 @@ def running_server(
     startup_timeout: float = 30.0,
     stop_timeout: float = 15.0,
     name: str | None = None,
+    log_file: Path | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Run ``command`` until the block ends; first wait until ``GET health_url`` answers 200.
 
-    ``env`` is added to ``os.environ``. On a failed start the server's stderr (and stdout) is
-    in the exception message.
+    ``env`` is added to ``os.environ``. The server's stdout and stderr go to ``log_file`` (kept)
+    or to a temp file (removed); on a failed start their tail is in the exception message.
     """
     label = name or Path(command[0]).name
     full_env = {**os.environ, **(env or {})}
     with tempfile.TemporaryDirectory(prefix=f"{label}-") as folder:
-        output = Path(folder) / "output.log"
+        output = log_file or Path(folder) / "output.log"
         with output.open("wb") as sink:
             process = subprocess.Popen(
                 list(command),
@@ -132,6 +133,7 @@ def gunicorn_server(
     port: int | None = None,
     extra_args: Sequence[str] = (),
     startup_timeout: float = 30.0,
+    log_file: Path | None = None,
 ) -> Iterator[str]:
     """A real gunicorn (gevent workers, ``gunicorn.conf.py``) serving ``wsgi:app`` on
     127.0.0.1; yields its base URL, e.g. ``http://127.0.0.1:40123``.
@@ -152,5 +154,6 @@ def gunicorn_server(
         env=server_env,
         startup_timeout=startup_timeout,
         name="gunicorn",
+        log_file=log_file,
     ):
         yield base
