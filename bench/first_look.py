@@ -33,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -126,6 +127,66 @@ end
 """
 
 
+class CpuMeter:
+    """How much CPU *other* processes used during a run: the machine's busy time (/proc/stat)
+    minus ours (this process, its descendants: Valkey, gunicorn and its workers, and wrk).
+    On a shared machine this says how much a run's figures were disturbed."""
+
+    def __init__(self) -> None:
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.me = os.getpid()
+
+    @staticmethod
+    def _machine_busy() -> int:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields[:8]) - idle  # user..steal; guest time is already in user
+
+    def _descendants(self) -> dict[int, int]:
+        """CPU ticks of every live descendant of this process, by pid."""
+        parents: dict[int, int] = {}
+        ticks: dict[int, int] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
+                    rest = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(entry)] = int(rest[1])
+            ticks[int(entry)] = int(rest[11]) + int(rest[12])  # utime + stime
+        ours: dict[int, int] = {}
+        for pid in ticks:
+            ancestor = parents.get(pid, 0)
+            while ancestor > 1 and ancestor != self.me:
+                ancestor = parents.get(ancestor, 0)
+            if ancestor == self.me:
+                ours[pid] = ticks[pid]
+        return ours
+
+    def _own(self) -> float:
+        me = os.times()
+        return (me.user + me.system + me.children_user + me.children_system) * self.tick
+
+    def start(self) -> tuple[int, dict[int, int], float, float]:
+        return self._machine_busy(), self._descendants(), self._own(), time.monotonic()
+
+    def foreign_cores(self, started: tuple[int, dict[int, int], float, float]) -> float:
+        """Cores' worth of CPU that other processes used since ``started``."""
+        busy0, kids0, own0, t0 = started
+        busy1, kids1, own1, t1 = self._machine_busy(), self._descendants(), self._own(), (
+            time.monotonic())
+        # Descendants alive at both ends; reaped children (wrk) are in os.times().
+        kids = sum(kids1[pid] - kids0.get(pid, 0) for pid in kids1)
+        ours = kids + (own1 - own0)
+        return max(0.0, (busy1 - busy0 - ours) / self.tick / (t1 - t0))
+
+
+METER = CpuMeter()
+
+
 @dataclass
 class Run:
     workload: str
@@ -138,7 +199,7 @@ class Run:
     statuses: dict[str, int]
     errors: dict[str, int]
     wrapped: int
-    load1: float  # the machine's 1-minute load average just before the run
+    foreign: float  # cores' worth of CPU other processes used during the run
     sold: int | None = None  # purchases: what the activity's stats say was sold
     notes: list[str] = field(default_factory=list)
 
@@ -241,15 +302,16 @@ def one_run(base: str, folder: Path, script: Path, workload: str, round_no: int,
     requests_file = folder / f"{workload}-{round_no}.tsv"
     write_requests(requests_file, workload, aid, args.users, f"{workload}{round_no}")
     method = "POST" if workload == "purchase" else "GET"
-    load1 = os.getloadavg()[0]
+    meter = METER.start()
     got = run_wrk(base, script, requests_file, method, args)
+    foreign = METER.foreign_cores(meter)
     requests_file.unlink()
     run = Run(
         workload=workload, round=round_no, requests=int(got["requests"]),
         seconds=got["duration_us"] / 1e6, p50_ms=got["p50_us"] / 1000,
         p90_ms=got["p90_us"] / 1000, p99_ms=got["p99_us"] / 1000,
         statuses=dict(got["statuses"]), errors=dict(got["errors"]),
-        wrapped=int(got["wrapped"]), load1=load1,
+        wrapped=int(got["wrapped"]), foreign=foreign,
     )
     if workload == "purchase":
         run.sold = sold(base, aid)
@@ -259,7 +321,8 @@ def one_run(base: str, folder: Path, script: Path, workload: str, round_no: int,
     if run.wrapped and workload != "time":
         run.notes.append(f"ran out of distinct users {run.wrapped} times: raise --users")
     print(f"  {workload:8} round {round_no}: {run.rate:8.0f} req/s, p50 {run.p50_ms:.1f} ms, "
-          f"p99 {run.p99_ms:.1f} ms, statuses {run.statuses}, errors {run.socket_errors}",
+          f"p99 {run.p99_ms:.1f} ms, statuses {run.statuses}, errors {run.socket_errors}, "
+          f"other processes used {run.foreign:.2f} cores",
           file=sys.stderr, flush=True)
     return run
 
@@ -347,16 +410,17 @@ def report(runs: list[Run], args: argparse.Namespace, command: str, started: str
     lines += [f"* {w}: {LABELS[w]}" for w in ("purchase", "url", "time")]
     lines += [
         "",
-        "Every run:",
+        "Every run (others' CPU: cores' worth of CPU that processes other than this benchmark's "
+        f"used during the run, out of {cores()}; the machine may be shared):",
         "",
-        "| workload | round | load avg | req/s | p50 ms | p90 ms | p99 ms | statuses "
+        "| workload | round | others' CPU (cores) | req/s | p50 ms | p90 ms | p99 ms | statuses "
         "| sold (stats) | notes |",
         "|---|---:|---:|---:|---:|---:|---:|---|---:|---|",
     ]
     for r in runs:
         statuses = ", ".join(f"{k}: {v}" for k, v in sorted(r.statuses.items()))
         lines.append(
-            f"| {r.workload} | {r.round} | {r.load1:.2f} | {r.rate:,.0f} | {r.p50_ms:.1f} | "
+            f"| {r.workload} | {r.round} | {r.foreign:.2f} | {r.rate:,.0f} | {r.p50_ms:.1f} | "
             f"{r.p90_ms:.1f} | {r.p99_ms:.1f} | {statuses} | {'' if r.sold is None else r.sold} | "
             f"{'; '.join(r.notes)} |"
         )
