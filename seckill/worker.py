@@ -24,7 +24,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import FrameType
 from typing import Any
 
@@ -33,8 +33,8 @@ import redis
 import sqlalchemy as sa
 
 from seckill import metrics
-from seckill.activities import USER_ID, is_activity_id
-from seckill.config import Settings
+from seckill.activities import MAX_PER_USER, USER_ID, is_activity_id
+from seckill.config import ConfigError, Settings
 from seckill.db import make_engine
 from seckill.orders import OrderBook, OrderRow, activity_of_order
 from seckill.store import KeySpace, Scripts, make_pool
@@ -44,6 +44,9 @@ log = logging.getLogger("seckill.worker")
 GROUP = "orders-worker"
 
 Entry = tuple[str, dict[str, str]]
+
+MAX_ORDER_ID = 100  # the order id column's length
+MAX_TS_MS = 2**63 - 1  # a BIGINT
 
 
 class Poison(ValueError):
@@ -60,12 +63,18 @@ def parse_entry(stream_aid: str, fields: dict[str, str]) -> OrderRow | Cancel:
     """Turn a stream entry into an order row or a cancellation; raise Poison if it is neither."""
     kind = fields.get("type", "purchase")
     order_id = fields.get("order_id", "")
+    if len(order_id) > MAX_ORDER_ID:
+        raise Poison(f"order id longer than {MAX_ORDER_ID} characters")
     if activity_of_order(order_id) != stream_aid or fields.get("activity") != stream_aid:
         raise Poison(f"order id {order_id[:120]!r} does not belong to activity {stream_aid!r}")
     try:
         at_ms = int(fields.get("ts", ""))
     except ValueError:
         raise Poison("ts is not an integer") from None
+    # Values no column can hold would make the database (or the driver) refuse the whole
+    # batch; refuse the entry itself instead.
+    if not 0 <= at_ms <= MAX_TS_MS:
+        raise Poison(f"ts {str(at_ms)[:40]} is out of range")
     if kind == "cancel":
         return Cancel(order_id, at_ms)
     if kind != "purchase":
@@ -77,8 +86,8 @@ def parse_entry(stream_aid: str, fields: dict[str, str]) -> OrderRow | Cancel:
         quantity = int(fields.get("quantity", ""))
     except ValueError:
         raise Poison("quantity is not an integer") from None
-    if quantity < 1:
-        raise Poison(f"quantity {quantity} < 1")
+    if not 1 <= quantity <= MAX_PER_USER:
+        raise Poison(f"quantity {str(quantity)[:40]} is not in 1..{MAX_PER_USER}")
     return OrderRow(order_id, stream_aid, user, quantity, at_ms)
 
 
@@ -139,7 +148,14 @@ class OrdersWorker:
         if not force and time.monotonic() - self._refreshed_at < self.refresh_seconds:
             return
         self._refreshed_at = time.monotonic()
-        for aid in self.book.activity_ids():
+        try:
+            known = self.book.activity_ids()
+        except sa.exc.OperationalError as exc:
+            # Database away: keep serving the streams already known; the store step retries.
+            log.error("database unavailable (%s); cannot look for new activities yet",
+                      exc.orig or exc)
+            known = set()
+        for aid in known:
             self._streams.setdefault(self.keys.orders(aid), aid)
         self.ensure_groups()
 
@@ -395,12 +411,38 @@ def build_worker(settings: Settings, **options: Any) -> OrdersWorker:
     return OrdersWorker(client, KeySpace(settings.key_prefix), book, **options)
 
 
+# Optional tuning of ``seckill worker`` from the environment (the defaults suit production;
+# the fault-injection tests use small batches and a short claim idle time).
+ENV_OPTIONS = {
+    "SECKILL_WORKER_BATCH": "batch",  # entries read (or reclaimed) at once; default 500
+    "SECKILL_WORKER_BLOCK_MS": "block_ms",  # XREADGROUP BLOCK, how soon a stop is seen; 500
+    "SECKILL_WORKER_CLAIM_IDLE_MS": "claim_idle_ms",  # a dead consumer's entries; 30000
+}
+
+
+def options_from_env(environ: Mapping[str, str] | None = None) -> dict[str, int]:
+    env = os.environ if environ is None else environ
+    options: dict[str, int] = {}
+    for name, option in ENV_OPTIONS.items():
+        raw = env.get(name, "").strip()
+        if not raw:
+            continue
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+        if value < 1:
+            raise ConfigError(f"{name} must be >= 1, got {value}")
+        options[option] = value
+    return options
+
+
 def main(settings: Settings) -> int:
     """``seckill worker``: run until SIGTERM/SIGINT."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     stop = StopFlag()
     stop.install()
-    build_worker(settings).run(stop)
+    build_worker(settings, **options_from_env()).run(stop)
     return 0
 
 
