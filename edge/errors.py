@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import redis
 from flask import Flask, Response, g, request
 from flask_limiter import RateLimitExceeded
 from werkzeug.exceptions import HTTPException
@@ -58,6 +59,13 @@ def _http(exc: HTTPException) -> Response:
     return response
 
 
+def _store_unreachable(exc: redis.RedisError) -> Response:
+    # Fail closed: whatever needed Redis (the sale window, a purchase, an order lookup) cannot
+    # be decided; the contract's answer is 503 unavailable, not 500.
+    log.warning("redis unavailable on %s %s: %s", request.method, request.path, exc)
+    return error_response(errors.Unavailable(detail=type(exc).__name__))
+
+
 def _unexpected(exc: Exception) -> Response:
     log.exception("unexpected failure on %s %s", request.method, request.path)
     return error_response(errors.SeckillError())
@@ -69,10 +77,14 @@ class JsonErrors:
     def init_app(self, app: Flask) -> None:
         app.extensions["edge.json_errors"] = self
         app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
+        # Flask's automatic OPTIONS answers 200 with an empty text/html body; the API has no
+        # OPTIONS, so it gets the contract's JSON 405. Must be set before routes are added.
+        app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
         app.before_request(self._guard_body)
         app.register_error_handler(errors.SeckillError, _domain)
         app.register_error_handler(RateLimitExceeded, _rate)
         app.register_error_handler(HTTPException, _http)
+        app.register_error_handler(redis.RedisError, _store_unreachable)
         app.register_error_handler(Exception, _unexpected)
 
     @staticmethod

@@ -7,7 +7,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import redis
@@ -31,8 +31,13 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MS = timedelta(milliseconds=1)
+_LAST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+
+
 def iso_from_ms(ms: int) -> str:
-    stamp = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    stamp = _EPOCH + timedelta(milliseconds=ms)  # exact: no float seconds
     text = stamp.isoformat(timespec="milliseconds" if ms % 1000 else "seconds")
     return text.replace("+00:00", "Z")
 
@@ -50,7 +55,12 @@ def ms_from_iso(value: Any, field: str) -> int:
         raise errors.BadRequest(
             f"{field} needs an offset (e.g. 2026-11-21T12:00:00Z)", field=field
         )
-    return int(stamp.timestamp() * 1000)
+    ms = (stamp - _EPOCH) // _ONE_MS  # exact; float seconds would lose a millisecond
+    if not 0 <= ms <= _LAST_MS:
+        # An offset can push 9999-12-31 past year 9999 (or 0001-01-01 before year 1): such a
+        # time could not be written back as ISO 8601 in the activity's body.
+        raise errors.BadRequest(f"{field} must be between 1970 and 9999 (UTC)", field=field)
+    return ms
 
 
 def is_activity_id(value: object) -> bool:

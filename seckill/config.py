@@ -8,12 +8,15 @@ printed so that a person trying the project can still mint tokens.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import secrets
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from limits import parse_many
 
 
 class ConfigError(RuntimeError):
@@ -45,9 +48,20 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a number, got {raw!r}") from None
-    if value <= 0:
-        raise ConfigError(f"{name} must be > 0, got {value}")
+    if not 0 < value < math.inf:  # also refuses nan and inf, which float() accepts
+        raise ConfigError(f"{name} must be a finite number > 0, got {raw!r}")
     return value
+
+
+def _rate(env: Mapping[str, str], name: str, default: str) -> str:
+    """A flask-limiter rate string, checked now: flask-limiter skips a limit it cannot parse
+    (it logs and lets every request through), so a typo would switch the limit off."""
+    raw = env.get(name) or default
+    try:
+        parse_many(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a rate like '5/second', got {raw!r}") from None
+    return raw
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -136,7 +150,7 @@ class Settings:
             jwt_secret=found["SECKILL_JWT_SECRET"],
             admin_token=found["SECKILL_ADMIN_TOKEN"],
             url_ttl=_int(env, "SECKILL_URL_TTL", 60, minimum=1),
-            user_rate=env.get("SECKILL_USER_RATE") or "5/second",
+            user_rate=_rate(env, "SECKILL_USER_RATE", "5/second"),
             key_prefix=env.get("SECKILL_KEY_PREFIX") or "seckill",
             meta_ttl=_float(env, "SECKILL_META_TTL", 1.0),
             redis_timeout=_float(env, "SECKILL_REDIS_TIMEOUT", 1.0),

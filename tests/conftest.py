@@ -186,3 +186,28 @@ def make_app(env: dict[str, str]) -> Iterator[Callable[..., Flask]]:
     yield make
     for application in built:
         application.extensions["seckill"].close()
+
+
+@pytest.fixture
+def private_valkey(tmp_path: Path) -> Iterator[EmbeddedValkey]:
+    """A Valkey of this test's own, for tests that stop it (the session one is shared)."""
+    server = EmbeddedValkey(tmp_path / "private-valkey", appendfsync="everysec")
+    server.start()
+    yield server
+    server.stop()
+
+
+def create_activity(client: FlaskClient, **fields: Any) -> dict[str, Any]:
+    """``make_activity`` for a client other than the ``client`` fixture."""
+    body: dict[str, Any] = {
+        "id": f"a{uuid.uuid4().hex[:10]}",
+        "name": "Test phone",
+        "total": 10,
+        "starts_at": iso(-60),
+        "ends_at": iso(3600),
+    }
+    body.update(fields)
+    response = client.post("/admin/activities", json=body, headers=ADMIN)
+    assert response.status_code == 201, response.get_json()
+    created: dict[str, Any] = response.get_json()
+    return created

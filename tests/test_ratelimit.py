@@ -1,0 +1,130 @@
+"""The per-user rate limit (flask-limiter on the real Valkey), keyed by the authenticated user,
+on ``GET /seckill/url`` and the purchase; JSON 429 with Retry-After; fail-open when its Redis
+is gone, counted in ``seckill_ratelimit_failures_total``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask_limiter.util import get_qualified_name
+from prometheus_client import REGISTRY
+
+import edge
+from edge.identity import mint_user_token
+from tests.conftest import JWT_SECRET, create_activity, expect, user_headers
+
+
+@pytest.fixture
+def limited(make_app) -> Flask:
+    app: Flask = make_app(SECKILL_USER_RATE="3/minute")
+    return app
+
+
+def assert_rate_limited(response: Any) -> int:
+    body = expect(response, 429, "rate_limited")
+    retry_after = int(response.headers["Retry-After"])
+    assert 1 <= retry_after <= 60
+    assert body["retry_after"] == retry_after
+    assert response.headers["X-Seckill-Outcome"] == "rate_limited"
+    return retry_after
+
+
+def test_fourth_url_request_is_429(limited):
+    client = limited.test_client()
+    aid = create_activity(client)["id"]
+    headers = user_headers("alice")
+    for _ in range(3):
+        expect(client.get(f"/seckill/url?activity={aid}", headers=headers), 200)
+    assert_rate_limited(client.get(f"/seckill/url?activity={aid}", headers=headers))
+    assert_rate_limited(client.get(f"/seckill/url?activity={aid}", headers=headers))
+
+
+def test_the_limit_is_per_user(limited):
+    client = limited.test_client()
+    aid = create_activity(client)["id"]
+    for _ in range(3):
+        expect(client.get(f"/seckill/url?activity={aid}", headers=user_headers("alice")), 200)
+    assert_rate_limited(client.get(f"/seckill/url?activity={aid}",
+                                   headers=user_headers("alice")))
+    for _ in range(3):
+        expect(client.get(f"/seckill/url?activity={aid}", headers=user_headers("bob")), 200)
+    assert_rate_limited(client.get(f"/seckill/url?activity={aid}", headers=user_headers("bob")))
+
+
+def test_the_limit_follows_the_user_not_the_token(limited):
+    """Fresh tokens for the same user do not buy fresh allowance."""
+    client = limited.test_client()
+    aid = create_activity(client)["id"]
+    tokens = {mint_user_token("alice", JWT_SECRET, ttl=600 + i) for i in range(4)}
+    assert len(tokens) == 4
+    answers = [client.get(f"/seckill/url?activity={aid}",
+                          headers={"Authorization": f"Bearer {token}"}) for token in tokens]
+    assert [a.status_code for a in answers] == [200, 200, 200, 429]
+    assert_rate_limited(answers[3])
+
+
+def test_the_purchase_is_limited_too(limited, rds, prefix):
+    client = limited.test_client()
+    aid = create_activity(client)["id"]
+    headers = user_headers("alice")
+    url = expect(client.get(f"/seckill/url?activity={aid}", headers=headers), 200)["url"]
+    order_id = expect(client.post(url, headers=headers), 200)["order_id"]
+    for _ in range(2):
+        again = expect(client.post(url, headers=headers), 409, "already_purchased")
+        assert again["order_id"] == order_id
+    assert_rate_limited(client.post(url, headers=headers))
+    # The limited repeat never reached the purchase script.
+    assert rds.xlen(f"{prefix}:{{{aid}}}:orders") == 1
+    # Another user's purchase is unaffected.
+    bob = user_headers("bob")
+    bob_url = expect(client.get(f"/seckill/url?activity={aid}", headers=bob), 200)["url"]
+    expect(client.post(bob_url, headers=bob), 200)
+
+
+def test_limited_views_all_authenticate_first(app):
+    """flask-limiter skips a limit whose key is empty, and runs default/blueprint limits before a
+    blueprint's own hooks. So: no default, application or blueprint limits at all, and every
+    view with a limit carries the ``user`` filter (identity sets the key before the limit)."""
+    limiter = app.extensions["edge.user_rate_limit"].limiter
+    manager = limiter.limit_manager
+    limited = set()
+    with app.app_context():  # the rate is read from the settings when limits are resolved
+        assert manager.default_limits == []
+        assert manager.application_limits == []
+        for name in app.blueprints:
+            assert manager.blueprint_limits(app, name) == []
+        for endpoint, view in app.view_functions.items():
+            if manager.decorated_limits(get_qualified_name(view)):
+                limited.add(endpoint)
+                assert edge.USER in getattr(view, "edge_filters", frozenset()), endpoint
+    assert limited == {"user.purchase_url", "user.purchase"}
+
+
+def failures() -> float:
+    return REGISTRY.get_sample_value("seckill_ratelimit_failures_total") or 0.0
+
+
+def test_fails_open_when_its_redis_is_gone(make_app, private_valkey):
+    """With the limiter's Redis gone, a user who was rate-limited is let through (fail open) and
+    each such request is counted; the purchase itself still fails closed (503)."""
+    app = make_app(REDIS_URL=private_valkey.url, SECKILL_USER_RATE="1/minute",
+                   SECKILL_META_TTL="300")
+    client = app.test_client()
+    aid = create_activity(client)["id"]
+    headers = user_headers("alice")
+    url = expect(client.get(f"/seckill/url?activity={aid}", headers=headers), 200)["url"]
+    assert_rate_limited(client.get(f"/seckill/url?activity={aid}", headers=headers))
+
+    private_valkey.stop()
+    before = failures()
+    # The sale window is answered from the in-process cache and the URL is signed without
+    # Redis, so only the limiter needs Redis here: it fails open.
+    body = expect(client.get(f"/seckill/url?activity={aid}", headers=headers), 200)
+    assert body["url"].startswith(f"/seckill/{aid}/")
+    assert failures() == before + 1
+    expect(client.post(url, headers=headers), 503, "unavailable")
+    assert failures() == before + 2
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert "seckill_ratelimit_failures_total" in metrics
