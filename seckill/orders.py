@@ -134,39 +134,50 @@ class OrderBook:
         """
         self.ready()
         stored = now_ms()
+        waiting = list(rows)
         with self.engine.begin() as conn:
-            if rows:
-                conn.execute(
-                    self._insert(),
-                    [
-                        {
-                            "order_id": r.order_id,
-                            "activity_id": r.activity_id,
-                            "user_id": r.user_id,
-                            "quantity": r.quantity,
-                            "status": CONFIRMED,
-                            "created_ms": r.created_ms,
-                            "stored_ms": stored,
-                        }
-                        for r in rows
-                    ],
-                )
-            for order_id, at_ms in cancels:
-                conn.execute(
-                    orders.update()
-                    .where(orders.c.order_id == order_id, orders.c.status == CONFIRMED)
-                    .values(status=CANCELLED, cancelled_ms=at_ms)
-                )
-            if not rows:
-                return set()
-            wanted = [r.order_id for r in rows]
-            present = {
-                r[0]
-                for r in conn.execute(
-                    sa.select(orders.c.order_id).where(orders.c.order_id.in_(wanted))
-                )
-            }
-        return set(wanted) - present
+            # A batch may hold "buy, cancel, buy again" by one user: the second order only fits
+            # once the cancel is applied. Each round inserts what fits, then applies the
+            # cancels; it stops when a round stores nothing new (at most one round per cancel).
+            for _ in range(len(cancels) + 1):
+                if waiting:
+                    conn.execute(
+                        self._insert(),
+                        [
+                            {
+                                "order_id": r.order_id,
+                                "activity_id": r.activity_id,
+                                "user_id": r.user_id,
+                                "quantity": r.quantity,
+                                "status": CONFIRMED,
+                                "created_ms": r.created_ms,
+                                "stored_ms": stored,
+                            }
+                            for r in waiting
+                        ],
+                    )
+                for order_id, at_ms in cancels:
+                    conn.execute(
+                        orders.update()
+                        .where(orders.c.order_id == order_id, orders.c.status == CONFIRMED)
+                        .values(status=CANCELLED, cancelled_ms=at_ms)
+                    )
+                if not waiting:
+                    return set()
+                present = {
+                    r[0]
+                    for r in conn.execute(
+                        sa.select(orders.c.order_id).where(
+                            orders.c.order_id.in_([r.order_id for r in waiting])
+                        )
+                    )
+                }
+                left = [r for r in waiting if r.order_id not in present]
+                progress = len(left) < len(waiting)
+                waiting = left
+                if not waiting or not cancels or not progress:
+                    break
+        return {r.order_id for r in waiting}
 
     def mark_cancelled(self, order_id: str, at_ms: int | None = None) -> bool:
         self.ready()
