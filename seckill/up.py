@@ -137,6 +137,9 @@ def run(args: argparse.Namespace) -> int:
 
     environ = dict(os.environ)
     settings = Settings.from_env(environ)  # no production secret missing, all values valid
+    from seckill.worker import options_from_env
+
+    options_from_env(environ)  # the worker's own settings: refused here, not in a crash loop
     root = project_root()
     _check_port_free(args.host, args.port)
     data_dir = settings.data_dir
