@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import secrets
+import threading
 import time
 from typing import Any
 
@@ -62,13 +63,17 @@ class KnownActivities:
         self.refresh = refresh
         self._ids: set[str] = set()
         self._loaded_at = float("-inf")
+        # Callers that arrive while the ids are being loaded wait for them: without the lock
+        # they would see the old (at first empty) set and call a real activity unknown (404).
+        self._lock = threading.Lock()
 
     def __contains__(self, aid: object) -> bool:
         if aid in self._ids:
             return True
-        if time.monotonic() - self._loaded_at >= self.refresh:
-            self._loaded_at = time.monotonic()
-            self._ids = self.book.activity_ids()
+        with self._lock:
+            if aid not in self._ids and time.monotonic() - self._loaded_at >= self.refresh:
+                self._loaded_at = time.monotonic()
+                self._ids = self.book.activity_ids()
         return aid in self._ids
 
 
@@ -96,7 +101,10 @@ class Restorer:
         token = secrets.token_hex(16)
         if self.client.set(lock, token, nx=True, px=LOCK_TTL_MS):
             try:
-                self.rebuild(aid)
+                # Another gateway may have rebuilt between our EXISTS and our SET: rebuilding
+                # again would replace the buyers who bought since with the database's list.
+                if not self.client.exists(self.keys.meta(aid)):
+                    self.rebuild(aid)
             finally:
                 self.scripts.unlock(keys=[lock], args=[token])
             return True
