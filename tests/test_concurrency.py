@@ -82,14 +82,18 @@ def gateway(
     valkey: EmbeddedValkey, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Gateway]:
     prefix = f"t{uuid.uuid4().hex[:12]}"
+    data = tmp_path_factory.mktemp("gateway-data")
     env = {
+        # Always a database of this module's own, never one named in the caller's environment;
+        # the race is decided in Redis, the database only sees the activities created here.
+        "DATABASE_URL": f"sqlite:///{data / 'orders.db'}",
         "SECKILL_ENV": "production",
         "REDIS_URL": valkey.url,
         "SECKILL_SECRET_KEY": URL_KEY,
         "SECKILL_JWT_SECRET": JWT_SECRET,
         "SECKILL_ADMIN_TOKEN": ADMIN_TOKEN,
         "SECKILL_KEY_PREFIX": prefix,
-        "SECKILL_DATA_DIR": str(tmp_path_factory.mktemp("gateway-data")),
+        "SECKILL_DATA_DIR": str(data),
         "SECKILL_USER_RATE": USER_RATE,
     }
     http = urllib3.PoolManager(maxsize=CLIENT_THREADS + 32, block=True)
