@@ -141,6 +141,10 @@ class OrdersWorker:
         self._grouped: set[str] = set()
         self._refreshed_at = float("-inf")
         self._housekept_at = time.monotonic()
+        # After a Redis failure, entries this consumer read may be unacknowledged (the XACK was
+        # lost, or Redis restarted from its AOF): re-read them (XREADGROUP from id 0) before
+        # new ones, rather than leave them for XAUTOCLAIM after ``claim_idle_ms``.
+        self._own_pending = False
 
     # -- streams and groups --------------------------------------------------------------
 
@@ -180,6 +184,7 @@ class OrdersWorker:
                 self.step(stop)
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 log.warning("Redis unreachable (%s); retrying in 1s", exc)
+                self._own_pending = True
                 self._sleep(1.0, stop)
         log.info("orders worker %s stopped", self.consumer)
 
@@ -195,10 +200,11 @@ class OrdersWorker:
         if not self._streams:
             self._sleep(self.block_ms / 1000, stop)
             return 0
+        own = self._own_pending
         try:
             reply: Any = self.client.xreadgroup(
-                GROUP, self.consumer, dict.fromkeys(self._streams, ">"),
-                count=self.batch, block=self.block_ms,
+                GROUP, self.consumer, dict.fromkeys(self._streams, "0" if own else ">"),
+                count=self.batch, block=None if own else self.block_ms,
             )
         except redis.ResponseError as exc:
             if "NOGROUP" not in str(exc):
@@ -209,7 +215,24 @@ class OrdersWorker:
             self.ensure_groups()
             return 0
         batch = [(str(stream), list(entries)) for stream, entries in (reply or [])]
+        if own:
+            batch = self._ack_deleted(batch)
+            if not any(entries for _, entries in batch):
+                self._own_pending = False
+                return 0
+            log.info("re-reading %d entries read before Redis failed",
+                     sum(len(entries) for _, entries in batch))
         return self.handle(batch, stop)
+
+    def _ack_deleted(self, batch: list[tuple[str, list[Entry]]]) -> list[tuple[str, list[Entry]]]:
+        """Our pending history may name entries deleted from the stream since: nothing to store."""
+        kept = []
+        for stream, entries in batch:
+            gone = [entry_id for entry_id, fields in entries if not fields]
+            if gone:
+                self.client.xack(stream, GROUP, *gone)
+            kept.append((stream, [(i, f) for i, f in entries if f]))
+        return kept
 
     def handle(self, batch: list[tuple[str, list[Entry]]], stop: StopFlag | None) -> int:
         rows: list[tuple[str, str, OrderRow]] = []
