@@ -29,6 +29,8 @@ timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
 graceful_timeout = int(os.environ.get("GUNICORN_GRACEFUL_TIMEOUT", "10"))
 backlog = int(os.environ.get("GUNICORN_BACKLOG", "2048"))
 preload_app = False
+# gunicorn 27's control socket defaults to one path in $HOME shared by every instance.
+control_socket_disable = True
 accesslog = os.environ.get("GUNICORN_ACCESSLOG") or None
 # %(s)s is the status; the X-Seckill-Outcome response header names the contract outcome.
 access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms outcome=%({x-seckill-outcome}o)s'

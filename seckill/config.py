@@ -103,6 +103,7 @@ class Settings:
     behind_proxy: bool
     instance: str
     durability: str = "local"
+    durability_timeout_ms: int = 1500
     generated: tuple[str, ...] = ()
 
     @property
@@ -159,11 +160,19 @@ class Settings:
             behind_proxy=_bool(env, "SECKILL_BEHIND_PROXY", False),
             instance=env.get("SECKILL_INSTANCE") or f"{os.uname().nodename}:{os.getpid()}",
             durability=_choice(env, "SECKILL_DURABILITY", "local", ("none", "local", "replica")),
+            durability_timeout_ms=_int(env, "SECKILL_DURABILITY_TIMEOUT_MS", 1500, minimum=1),
             generated=tuple(generated),
         )
         if overrides:
             settings = dataclasses.replace(settings, **overrides)
         return settings
+
+    @property
+    def socket_timeout(self) -> float:
+        """Reads must outlast a WAITAOF: on an ``everysec`` server the fsync can take a second."""
+        if self.durability == "none":
+            return self.redis_timeout
+        return self.redis_timeout + self.durability_timeout_ms / 1000
 
     def announce_generated(self) -> None:
         """Tell the person running a development gateway which secrets were made up."""

@@ -31,7 +31,7 @@ MODES = ("none", "local", "replica")
 
 
 class Durability:
-    def __init__(self, mode: str, timeout_ms: int = 500) -> None:
+    def __init__(self, mode: str, timeout_ms: int = 1500) -> None:
         if mode not in MODES:
             raise ValueError(f"durability must be one of {MODES}, got {mode!r}")
         self.requested = mode

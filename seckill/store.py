@@ -41,7 +41,7 @@ def make_pool(settings: Settings) -> redis.BlockingConnectionPool:
         max_connections=settings.redis_max_connections,
         timeout=settings.redis_timeout,  # waiting for a free connection
         connection_class=connection_class,
-        socket_timeout=settings.redis_timeout,
+        socket_timeout=settings.socket_timeout,
         socket_connect_timeout=settings.redis_timeout,
         retry=Retry(NoBackoff(), 0),
         decode_responses=True,

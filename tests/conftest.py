@@ -39,7 +39,8 @@ def iso(delta_seconds: float) -> str:
 
 @pytest.fixture(scope="session")
 def valkey(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedValkey]:
-    server = EmbeddedValkey(tmp_path_factory.mktemp("valkey"), appendfsync="everysec")
+    # appendfsync always, as `seckill up` runs it: WAITAOF then never waits for a timer.
+    server = EmbeddedValkey(tmp_path_factory.mktemp("valkey"), appendfsync="always")
     server.start()
     yield server
     server.stop()
