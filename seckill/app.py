@@ -64,7 +64,8 @@ class Services:
             activities=activities,
             cache=ActivityCache(activities, settings.meta_ttl, restore=restorer.ensure),
             stock=StockService(
-                client, keys, scripts, book, restorer, Durability(settings.durability, settings.durability_timeout_ms)
+                client, keys, scripts, book, restorer,
+                Durability(settings.durability, settings.durability_timeout_ms),
             ),
             signer=PurchaseUrlSigner(settings.secret_keys, settings.url_ttl, settings.clock_skew),
             engine=engine,
