@@ -178,6 +178,44 @@ def cmd_activity_show(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- seckill order cancel / seckill reconcile --------------------------------------------
+
+
+def cmd_order_cancel(args: argparse.Namespace) -> int:
+    import redis
+    import sqlalchemy as sa
+
+    with _services() as services:
+        try:
+            remaining = services.stock.cancel(args.order_id)  # the admin API's path
+        except (redis.RedisError, sa.exc.OperationalError) as exc:
+            raise _store_failure(services.settings, exc) from None
+        except (errors.UnknownOrder, errors.AlreadyCancelled) as exc:
+            raise Failure(f"{exc.code}: {exc.message}") from None
+    print(json.dumps({"status": "cancelled", "order_id": args.order_id, "remaining": remaining}))
+    return 0
+
+
+def cmd_reconcile(args: argparse.Namespace) -> int:
+    import redis
+    import sqlalchemy as sa
+
+    from seckill.activities import is_activity_id
+    from seckill.recovery import reconcile
+
+    if not is_activity_id(args.id):
+        raise errors.BadRequest(f"activity id must match [A-Za-z0-9_-]{{1,64}}, got {args.id!r}")
+    with _services() as services:
+        try:
+            report = reconcile(services.restorer, args.id, repair=args.repair)
+        except (redis.RedisError, sa.exc.OperationalError) as exc:
+            raise _store_failure(services.settings, exc) from None
+        except errors.UnknownActivity:
+            raise Failure(f"no activity {args.id!r} in the database") from None
+    print(json.dumps(report, indent=2))
+    return 0
+
+
 # -- seckill worker --------------------------------------------------------------------
 
 
@@ -283,6 +321,20 @@ def build_parser() -> argparse.ArgumentParser:
     show = verbs.add_parser("show", help="print an activity")
     show.add_argument("id")
     show.set_defaults(handler=cmd_activity_show)
+
+    order = commands.add_parser("order", help="operator actions on orders")
+    order_verbs = order.add_subparsers(dest="verb", metavar="VERB", required=True)
+    cancel = order_verbs.add_parser("cancel", help="cancel an order: its stock goes back")
+    cancel.add_argument("order_id")
+    cancel.set_defaults(handler=cmd_order_cancel)
+
+    rec = commands.add_parser(
+        "reconcile", help="compare an activity's Redis state with the database; rebuild if lost"
+    )
+    rec.add_argument("id")
+    rec.add_argument("--repair", action="store_true",
+                     help="rebuild Redis from the database when they differ (and no order waits)")
+    rec.set_defaults(handler=cmd_reconcile)
     return parser
 
 

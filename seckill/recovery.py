@@ -158,6 +158,59 @@ class Restorer:
                              len(cancelled_only))
 
 
+def reconcile(restorer: Restorer, aid: str, repair: bool = False) -> dict[str, Any]:
+    """Compare an activity's Redis state with the database and say what differs.
+
+    Missing in Redis: rebuilt (the same path as a purchase that finds it missing). Present but
+    different: reported; with ``repair`` and no order still waiting in the stream (rebuilding
+    then would forget it), Redis is rebuilt from the database.
+    """
+    keys, client = restorer.keys, restorer.client
+    if not client.exists(keys.meta(aid)):
+        if not restorer.ensure(aid):
+            raise errors.UnknownActivity(activity=aid)
+        return {"activity": aid, "action": "rebuilt", "differences": {}}
+    activity = restorer.book.load_activity(aid)
+    if activity is None:
+        return {"activity": aid, "action": "none",
+                "differences": {"database": "the database does not know this activity"}}
+    pipe = client.pipeline(transaction=False)
+    pipe.hmget(keys.meta(aid), "total", "remaining", "sold")
+    pipe.hlen(keys.buyers(aid))
+    pipe.xlen(keys.orders(aid))
+    (total_raw, remaining_raw, sold_raw), buyers, backlog = pipe.execute()
+    live, _ = live_and_cancelled(restorer.book.orders_of(aid))
+    db_sold = sum(o.quantity for o in live.values())
+    expected = {
+        "total": -1 if activity.total is None else activity.total,
+        "remaining": -1 if activity.total is None else activity.total - db_sold,
+        "sold": db_sold,
+        "buyers": len(live),
+    }
+    actual = {"total": int(total_raw), "remaining": int(remaining_raw),
+              "sold": int(sold_raw or 0), "buyers": int(buyers)}
+    differences = {
+        name: {"redis": actual[name], "database": expected[name]}
+        for name in expected if actual[name] != expected[name]
+    }
+    action = "none"
+    if differences and repair:
+        if int(backlog):
+            action = "refused: orders are still waiting in the stream; run the worker first"
+        else:
+            lock, token = keys.rebuild_lock(aid), secrets.token_hex(16)
+            if not client.set(lock, token, nx=True, px=LOCK_TTL_MS):
+                raise errors.Uninitialized("another rebuild of this activity is in progress")
+            try:
+                client.delete(keys.meta(aid))
+                restorer.rebuild(aid)
+            finally:
+                restorer.scripts.unlock(keys=[lock], args=[token])
+            action = "rebuilt"
+    return {"activity": aid, "action": action, "stream_backlog": int(backlog),
+            "differences": differences}
+
+
 def _chunks(items: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
     return [items[i : i + _CHUNK] for i in range(0, len(items), _CHUNK)]
 
