@@ -311,10 +311,3 @@ class DatabaseOutage:
             conn.execute(sa.text(f'DROP ROLE "{self.role}"'))
         self.admin.dispose()
 
-
-def own_valkey(factory: Any, name: str = "valkey") -> Iterator[EmbeddedValkey]:
-    """For a module-scoped ``valkey`` fixture: a server of the module's own, set up as
-    ``seckill up`` runs its embedded one (AOF, ``appendfsync always``). Shared by the module's
-    tests (each has its own key prefix); never killed or flushed."""
-    with dedicated_valkey(factory.mktemp(name)) as server:
-        yield server

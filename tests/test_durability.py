@@ -98,7 +98,7 @@ def test_everysec_server_the_order_is_in_the_aof_on_disk_when_the_200_arrives(
 
         assert buy(waiting, aid, "warm-up").status_code in (200, 503)  # probe, script load
         confirmed = 0
-        for i in range(8):
+        for i in range(5):
             before = _waitaof_calls(rds)
             response = buy(waiting, aid, f"user{i}")
             on_disk = _aof_bytes(server.data_dir)

@@ -2,7 +2,7 @@
 buyer's slot in one atomic script, and the database follows; twice is 409, never two refunds;
 racing cancels and purchases never hold more than ``total`` units.
 
-Real Valkey (this module's own, ``appendfsync always``; a key prefix per test), the test's own
+Real Valkey (the session's, a key prefix per test), the test's own
 SQLite file or PostgreSQL schema, the real orders worker driven in-process.
 """
 
@@ -11,24 +11,16 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
-import pytest
 import redis
 from flask import Flask
 from flask.testing import FlaskClient
 
 from seckill.config import Settings
-from seckill.embedded import EmbeddedValkey
 from tests.conftest import ADMIN, buy, user_headers
-from tests.faults import built_worker, drain, own_valkey, pending, stored_orders
-
-
-@pytest.fixture(scope="module")
-def valkey(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedValkey]:
-    yield from own_valkey(tmp_path_factory)
+from tests.faults import built_worker, drain, pending, stored_orders
 
 
 def _key(prefix: str, aid: str, name: str) -> str:

@@ -11,7 +11,6 @@ import logging
 import re
 import signal
 import time
-from collections.abc import Iterator
 from typing import Any, cast
 
 import pytest
@@ -19,7 +18,6 @@ import redis
 from flask.testing import FlaskClient
 
 from seckill.config import Settings
-from seckill.embedded import EmbeddedValkey
 from seckill.orders import OrderRow
 from seckill.store import KeySpace
 from seckill.worker import GROUP
@@ -30,7 +28,6 @@ from tests.faults import (
     WorkerThread,
     built_worker,
     drain,
-    own_valkey,
     pending,
     queue_purchases,
     stop_worker_process,
@@ -39,11 +36,6 @@ from tests.faults import (
     wait_until,
     worker_process,
 )
-
-
-@pytest.fixture(scope="module")
-def valkey(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedValkey]:
-    yield from own_valkey(tmp_path_factory)
 
 
 def _stream(prefix: str, aid: str) -> str:
