@@ -457,7 +457,7 @@ def slow_proxy(valkey, rds) -> Iterator[SlowProxy]:
 def test_a_purchase_whose_answer_is_late_is_503_and_sent_once(make_app, slow_proxy, rds,
                                                                prefix):
     app = make_app(REDIS_URL=slow_proxy.url, SECKILL_REDIS_TIMEOUT="0.3",
-                   SECKILL_META_TTL="300")
+                   SECKILL_DURABILITY_TIMEOUT_MS="200", SECKILL_META_TTL="300")
     client = app.test_client()
     aid = create_activity(client, total=5)["id"]
     headers = user_headers("alice")
@@ -466,7 +466,8 @@ def test_a_purchase_whose_answer_is_late_is_503_and_sent_once(make_app, slow_pro
     expect(buy(client, aid, "early-bird"), 200)
 
     slow_proxy.seen = 0
-    slow_proxy.delay = 1.0
+    # Longer than the gateway waits for any reply (its socket timeout).
+    slow_proxy.delay = app.extensions["seckill"].settings.socket_timeout + 0.7
     expect(client.post(url, headers=headers), 503, "unavailable")
     slow_proxy.delay = 0.0
     # The script was sent exactly once: redis-py did not retry it after the timeout.
