@@ -244,6 +244,11 @@ def test_database_unavailable_purchases_continue_and_everything_lands_after(
     client: FlaskClient, make_activity: Any, settings: Settings, database_url: str,
     rds: redis.Redis, prefix: str, caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """The worker runs (in a thread, as ``seckill worker`` runs it); the database goes away
+    for ~3 s (SQLite: another connection holds ``BEGIN EXCLUSIVE``; PostgreSQL: the worker's
+    own role gets NOLOGIN and its sessions are terminated, see ``DatabaseOutage``). Purchases
+    keep answering 200 meanwhile, nothing is stored, the worker logs and retries and does not
+    die (also not while it looks for new activities); afterwards every order lands once."""
     aid = make_activity(total=100)["id"]
     stream = _stream(prefix, aid)
     outage = DatabaseOutage(database_url, prefix)
@@ -298,6 +303,11 @@ def test_poison_entries_go_to_dead_letters_and_block_nothing(
     client: FlaskClient, make_activity: Any, settings: Settings, database_url: str,
     rds: redis.Redis, prefix: str,
 ) -> None:
+    """Entries that can never be orders, written straight onto the stream between real
+    purchases: each goes to ``<prefix>:{<aid>}:dead`` with its reason and is acknowledged,
+    ``seckill_orders_dead_lettered_total`` counts them, the real orders are stored. Values no
+    column can hold (a 31-digit ts, a 13-digit quantity, a 150-character order id) used to
+    crash the worker on SQLite (OverflowError) or stall it on PostgreSQL."""
     aid = make_activity(total=10)["id"]
     stream, dead = _stream(prefix, aid), f"{prefix}:{{{aid}}}:dead"
     ms = int(time.time() * 1000)
