@@ -18,6 +18,7 @@ purchase itself needs the same Redis and fails closed (503) on its own.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Callable
@@ -70,7 +71,22 @@ class UserRateLimit:
         """Decorator for a view that a user may call only ``SECKILL_USER_RATE`` times."""
         if self.limiter is None:
             raise RuntimeError("UserRateLimit.init_app must run before views are limited")
-        return self.limiter.limit(_user_rate, key_func=current_uid)
+        limited = self.limiter.limit(_user_rate, key_func=current_uid)
+
+        def decorate(view: Callable[..., Any]) -> Callable[..., Any]:
+            inner = limited(view)
+
+            @functools.wraps(view)
+            def guarded(*args: Any, **kwargs: Any) -> Any:
+                # flask-limiter swallows a key function's error (swallow_errors) and would let
+                # the request through unlimited: check for the user *before* it runs, so a
+                # wiring mistake fails closed (500) instead of open.
+                current_uid()
+                return inner(*args, **kwargs)
+
+            return guarded
+
+        return decorate
 
 
 def rate_limited(exc: RateLimitExceeded) -> errors.RateLimited:

@@ -128,3 +128,25 @@ def test_fails_open_when_its_redis_is_gone(make_app, private_valkey):
     assert failures() == before + 2
     metrics = client.get("/metrics").get_data(as_text=True)
     assert "seckill_ratelimit_failures_total" in metrics
+
+
+def test_a_limited_view_without_a_user_fails_closed(settings):
+    """Wiring mistake: a per-user limit on a view that never authenticates. flask-limiter
+    would skip (or, with swallow_errors, silently let through) a limit with no key; the guard
+    answers 500 instead, and never runs the view."""
+    from seckill.app import create_app
+
+    application = create_app(settings)
+    rate_limit = application.extensions["edge.user_rate_limit"]
+    ran: list[bool] = []
+
+    @application.get("/test-unauthenticated-limit")
+    @rate_limit.limit()
+    def unauthenticated_view() -> dict[str, Any]:
+        ran.append(True)
+        return {"ok": True}
+
+    response = application.test_client().get("/test-unauthenticated-limit")
+    expect(response, 500, "internal")
+    assert ran == []
+    application.extensions["seckill"].close()
