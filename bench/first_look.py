@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -466,7 +467,8 @@ def main(argv: list[str] | None = None) -> int:
     if not set(workloads) <= set(LABELS):
         parser.error(f"unknown workload in {args.workloads!r}; choose from {sorted(LABELS)}")
 
-    command = "python -m bench.first_look " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = shlex.join(["python", "-m", "bench.first_look",
+                          *(argv if argv is not None else sys.argv[1:])])
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="seckill-wrk-") as tmp, contextlib.ExitStack() as stop:
@@ -484,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append(one_run(base, folder, script, workload, round_no, args))
         stop.close()  # the gateway is stopped: its log is complete
         problems = server_problems(log_file)
-    text = report(runs, args, command.strip(), started, problems)
+    text = report(runs, args, command, started, problems)
     sys.stdout.write(text)
     if args.output is not None:
         args.output.parent.mkdir(parents=True, exist_ok=True)
