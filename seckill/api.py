@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import orjson
@@ -10,7 +11,13 @@ from flask import Blueprint, Response, current_app, g, request
 import edge
 from edge.ratelimit import UserRateLimit
 from seckill import catalog, db, errors, metrics
-from seckill.activities import Activity, is_activity_id, now_ms, parse_new_activity
+from seckill.activities import (
+    MAX_TOTAL,
+    Activity,
+    is_activity_id,
+    now_ms,
+    parse_new_activity,
+)
 from seckill.orders import activity_of_order
 
 
@@ -105,6 +112,23 @@ def admin_blueprint() -> Blueprint:
         catalog.create_activity(services.book, services.activities, activity)
         services.cache.forget(activity.id)
         return activity.public(now_ms()), 201
+
+    @bp.post("/admin/activities/<aid>/stock")
+    @edge.filters(edge.ADMIN)
+    def restock(aid: str) -> dict[str, Any]:
+        services = _services()
+        found: Activity = services.cache.require(aid)
+        body = _json_body(allow_empty=False)
+        if not isinstance(body, dict) or set(body) != {"add"}:
+            raise errors.BadRequest('the body must be {"add": <integer>}')
+        add = body["add"]
+        if not isinstance(add, int) or isinstance(add, bool) or abs(add) > MAX_TOTAL:
+            raise errors.BadRequest(f"add must be an integer in -{MAX_TOTAL}..{MAX_TOTAL}",
+                                    field="add")
+        total, remaining = services.stock.restock(found.id, add)
+        services.cache.forget(found.id)
+        updated = dataclasses.replace(found, total=total, remaining=remaining)
+        return updated.public(now_ms())
 
     @bp.post("/admin/orders/<order_id>/cancel")
     @edge.filters(edge.ADMIN)

@@ -91,6 +91,11 @@ class OrderBook:
         with self.engine.begin() as conn:
             conn.execute(activities.delete().where(activities.c.id == aid))
 
+    def set_total(self, aid: str, total: int) -> None:
+        self.ready()
+        with self.engine.begin() as conn:
+            conn.execute(activities.update().where(activities.c.id == aid).values(total=total))
+
     def load_activity(self, aid: str) -> Activity | None:
         self.ready()
         with self.engine.connect() as conn:

@@ -204,8 +204,43 @@ class StockService:
         # The database row may not exist yet (order still pending): the worker applies the
         # cancel event that follows the order on the stream. Both updates are idempotent.
         self.book.mark_cancelled(order_id)
+        self.announce_stock_returned(aid)
         remaining = int(reply[1])
         return None if remaining < 0 else remaining
+
+    def restock(self, aid: str, add: int) -> tuple[int, int]:
+        """Add (or, negative, remove unsold) units. Returns (total, remaining).
+
+        Redis decides atomically; the database's total follows, so a rebuild from the database
+        restores the new total.
+        """
+        try:
+            reply = self.scripts.restock(keys=[self.keys.meta(aid)], args=[add])
+            if reply[0] == "uninitialized":
+                self._restore(aid)
+                reply = self.scripts.restock(keys=[self.keys.meta(aid)], args=[add])
+        except redis.RedisError as exc:
+            raise errors.Unavailable(detail=type(exc).__name__) from exc
+        if reply[0] == "insufficient_stock":
+            raise errors.InsufficientStock(
+                f"only {int(reply[1])} units are unsold", remaining=int(reply[1])
+            )
+        if reply[0] == "not_countable":
+            raise errors.BadRequest("unlimited stock and packets cannot be restocked")
+        if reply[0] != "ok":
+            raise errors.SeckillError(f"unexpected script reply {reply[0]!r}")
+        total, remaining = int(reply[1]), int(reply[2])
+        self.book.set_total(aid, total)
+        if add > 0:
+            self.announce_stock_returned(aid)
+        return total, remaining
+
+    def announce_stock_returned(self, aid: str) -> None:
+        try:
+            self.client.publish(self.keys.stock_returned_channel(), aid)
+        except redis.RedisError:
+            log.warning("could not announce returned stock for %s; sold-out flags expire anyway",
+                        aid)
 
     def stats(self, aid: str) -> Stats | None:
         pipe = self.client.pipeline(transaction=False)

@@ -89,6 +89,11 @@ class KeySpace:
     def activity_keys(self, aid: str) -> list[str]:
         return [self.meta(aid), self.buyers(aid), self.orders(aid)]
 
+    def stock_returned_channel(self) -> str:
+        """Pub/sub: an activity id is published here when units come back (cancel, restock),
+        so that every process drops its sold-out flag for it."""
+        return f"{self.prefix}:stock-returned"
+
     def rate_limit_prefix(self) -> str:
         return f"{self.prefix}:rl"
 
@@ -102,3 +107,4 @@ class Scripts:
         self.cancel: Script = client.register_script(lua_source("cancel"))
         self.confirm: Script = client.register_script(lua_source("confirm"))
         self.unlock: Script = client.register_script(lua_source("unlock"))
+        self.restock: Script = client.register_script(lua_source("restock"))

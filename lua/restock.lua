@@ -1,0 +1,26 @@
+-- restock.lua: change an activity's stock; total and remaining move together, atomically.
+--
+-- KEYS[1]  seckill:{<aid>}:meta   hash: total, remaining (-1 = unlimited), kind
+-- ARGV[1]  units to add (an integer; negative removes unsold units)
+--
+-- Returns:
+--   {"ok", total, remaining}
+--   {"insufficient_stock", remaining}   removing more than is unsold: nothing changes
+--   {"not_countable"}                   unlimited stock, or red-envelope packets
+--   {"uninitialized"}
+
+local meta = redis.call('HMGET', KEYS[1], 'total', 'remaining', 'kind')
+if not meta[1] then
+  return {'uninitialized'}
+end
+local total, remaining = tonumber(meta[1]), tonumber(meta[2])
+if total < 0 or (meta[3] and meta[3] ~= 'stock') then
+  return {'not_countable'}
+end
+local add = tonumber(ARGV[1])
+if remaining + add < 0 then
+  return {'insufficient_stock', remaining}
+end
+total = redis.call('HINCRBY', KEYS[1], 'total', add)
+remaining = redis.call('HINCRBY', KEYS[1], 'remaining', add)
+return {'ok', total, remaining}
