@@ -23,6 +23,7 @@ USER = "user"  # a valid user JWT; sets g.uid
 ADMIN = "admin"  # the operator token
 WINDOW = "window"  # the activity exists and its sale window is open; sets g.activity
 IN_STOCK = "in_stock"  # not known to be sold out (in-process flag, no Redis)
+SOLD_OUT = "sold_out"  # purchases of a flagged activity: 409 to its winners, 410 to the rest
 PURCHASE_URL = "purchase_url"  # the signed token in the path is this user's, for this activity
 
 

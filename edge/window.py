@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from flask import Flask, current_app, g
 
-from edge import IN_STOCK, WINDOW, active_filters, request_activity_id
+from edge import IN_STOCK, SOLD_OUT, WINDOW, active_filters, current_uid, request_activity_id
 from seckill import errors
 from seckill.activities import iso_from_ms, now_ms
 
@@ -31,6 +31,9 @@ class SaleWindow:
             raise errors.NotStarted(starts_at=iso_from_ms(activity.starts_ms), now_ms=at)
         if at >= activity.ends_ms:
             raise errors.Ended()
-        if IN_STOCK in wanted and activity.remaining == 0:
+        board = current_app.extensions["seckill"].board
+        if IN_STOCK in wanted and (activity.remaining == 0 or board.is_flagged(activity.id)):
             raise errors.SoldOut()
+        if SOLD_OUT in wanted:
+            board.reject(activity.id, current_uid())
         g.activity = activity

@@ -246,8 +246,11 @@ class ActivityCache:
         if entry is not None and entry[1] is not None and entry[1].remaining != remaining:
             self._entries[aid] = (entry[0], dataclasses.replace(entry[1], remaining=remaining))
 
-    def forget(self, aid: str) -> None:
-        self._entries.pop(aid, None)
+    def forget(self, aid: str | None = None) -> None:
+        if aid is None:
+            self._entries.clear()
+        else:
+            self._entries.pop(aid, None)
 
     def require(self, aid: str) -> Activity:
         if not is_activity_id(aid):

@@ -78,7 +78,7 @@ def user_blueprint(rate_limit: UserRateLimit) -> Blueprint:
 
     @bp.post("/seckill/<aid>/<token>/buy")
     @per_user
-    @edge.filters(edge.USER, edge.WINDOW, edge.PURCHASE_URL)
+    @edge.filters(edge.USER, edge.WINDOW, edge.SOLD_OUT, edge.PURCHASE_URL)
     def purchase(aid: str, token: str) -> dict[str, Any]:
         activity: Activity = g.activity
         quantity = parse_quantity(_json_body(allow_empty=True), activity.per_user_limit)
@@ -87,6 +87,7 @@ def user_blueprint(rate_limit: UserRateLimit) -> Blueprint:
             bought = services.stock.purchase(activity.id, edge.current_uid(), quantity)
         except errors.SoldOut:
             services.cache.note_remaining(activity.id, 0)
+            services.board.mark(activity.id)
             raise
         services.cache.note_remaining(activity.id, bought.remaining)
         return {"status": "ok", "order_id": bought.order_id, "quantity": bought.quantity}

@@ -23,6 +23,7 @@ from seckill.config import Settings
 from seckill.durability import Durability
 from seckill.orders import OrderBook
 from seckill.recovery import Restorer
+from seckill.soldout import SoldOutBoard
 from seckill.stock import StockService
 from seckill.store import KeySpace, Scripts, make_pool
 
@@ -43,6 +44,7 @@ class Services:
     engine: sa.Engine
     book: OrderBook
     restorer: Restorer
+    board: SoldOutBoard
 
     @classmethod
     def build(cls, settings: Settings) -> Services:
@@ -55,6 +57,9 @@ class Services:
         engine = db.make_engine(settings.database_url)
         book = OrderBook(engine)
         restorer = Restorer(client, keys, scripts, book)
+        cache = ActivityCache(activities, settings.meta_ttl, restore=restorer.ensure)
+        board = SoldOutBoard(client, keys, ttl=settings.sold_out_ttl)
+        board.on_clear.append(cache.forget)
         return cls(
             settings=settings,
             pool=pool,
@@ -62,7 +67,7 @@ class Services:
             keys=keys,
             scripts=scripts,
             activities=activities,
-            cache=ActivityCache(activities, settings.meta_ttl, restore=restorer.ensure),
+            cache=cache,
             stock=StockService(
                 client, keys, scripts, book, restorer,
                 Durability(settings.durability, settings.durability_timeout_ms),
@@ -71,9 +76,11 @@ class Services:
             engine=engine,
             book=book,
             restorer=restorer,
+            board=board,
         )
 
     def close(self) -> None:
+        self.board.close()
         self.pool.disconnect()
         self.engine.dispose()
 

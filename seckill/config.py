@@ -97,6 +97,7 @@ class Settings:
     user_rate: str
     key_prefix: str
     meta_ttl: float
+    sold_out_ttl: float
     redis_timeout: float
     redis_max_connections: int
     clock_skew: int
@@ -154,6 +155,7 @@ class Settings:
             user_rate=_rate(env, "SECKILL_USER_RATE", "5/second"),
             key_prefix=env.get("SECKILL_KEY_PREFIX") or "seckill",
             meta_ttl=_float(env, "SECKILL_META_TTL", 1.0),
+            sold_out_ttl=_float(env, "SECKILL_SOLD_OUT_TTL", 2.0),
             redis_timeout=_float(env, "SECKILL_REDIS_TIMEOUT", 1.0),
             redis_max_connections=_int(env, "SECKILL_REDIS_MAX_CONNECTIONS", 200, minimum=1),
             clock_skew=_int(env, "SECKILL_CLOCK_SKEW", 5),

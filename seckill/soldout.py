@@ -1,0 +1,132 @@
+"""The in-process sold-out flag: most of a flash-sale crowd arrives after the last unit went.
+
+When the purchase script says "sold out", this process remembers it for the activity, with
+the activity's winners (one HGETALL of the buyers hash, at most every ``ttl`` seconds). From
+then on a purchase is answered at the edge with **no Redis call**: a winner repeating their
+purchase gets 409 ``already_purchased`` with their order id (the contract's idempotent repeat),
+everyone else 410 ``sold_out``.
+
+The flag is dropped
+
+* at once in every process when units come back (a cancellation or a restock publishes the
+  activity id on a pub/sub channel that each process listens to), so they are sold again;
+* after ``ttl`` seconds anyway, so a missed message (a reconnect) costs at most that long.
+
+Activities with more than ``max_winners`` buyers are flagged without the winners list; their
+purchases then still go to the script (one round trip) rather than hold a huge copy here.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from seckill import errors
+from seckill.store import KeySpace, split_buyer_entry
+
+log = logging.getLogger("seckill.soldout")
+
+
+class SoldOutBoard:
+    def __init__(
+        self, client: redis.Redis, keys: KeySpace, ttl: float = 2.0, max_winners: int = 200_000
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.ttl = ttl
+        self.max_winners = max_winners
+        # aid -> (expires at, winners: uid -> order id, or None when too many to hold)
+        self._flags: dict[str, tuple[float, dict[str, str] | None]] = {}
+        # Also told when a flag is dropped (the activity cache forgets its stale copy).
+        self.on_clear: list[Callable[[str | None], None]] = []
+        self._stop = threading.Event()
+        self._subscribed = threading.Event()
+        self._listener: threading.Thread | None = None
+        self._listen_lock = threading.Lock()
+
+    # -- the hot path --------------------------------------------------------------------
+
+    def is_flagged(self, aid: str) -> bool:
+        entry = self._flags.get(aid)
+        return entry is not None and entry[0] > time.monotonic()
+
+    def reject(self, aid: str, uid: str) -> None:
+        """Raise the answer for a purchase of a flagged activity; return if not decidable here."""
+        entry = self._flags.get(aid)
+        if entry is None or entry[0] <= time.monotonic() or entry[1] is None:
+            return
+        order_id = entry[1].get(uid)
+        if order_id is not None:
+            raise errors.AlreadyPurchased(order_id=order_id)
+        raise errors.SoldOut()
+
+    # -- learning and forgetting ---------------------------------------------------------
+
+    def mark(self, aid: str) -> None:
+        """The script said sold out: flag it here, with the winners if they are few enough."""
+        self.ensure_listening()
+        if self.is_flagged(aid):
+            return
+        winners: dict[str, str] | None = None
+        try:
+            if int(self.client.hlen(self.keys.buyers(aid))) <= self.max_winners:
+                raw: Any = self.client.hgetall(self.keys.buyers(aid))
+                winners = {uid: split_buyer_entry(v)[0] for uid, v in raw.items()}
+        except redis.RedisError as exc:
+            log.warning("sold-out flag for %s without winners (%s)", aid, exc)
+        self._flags[aid] = (time.monotonic() + self.ttl, winners)
+
+    def clear(self, aid: str | None = None) -> None:
+        if aid is None:
+            self._flags.clear()
+        else:
+            self._flags.pop(aid, None)
+        for callback in self.on_clear:
+            callback(aid)
+
+    # -- the pub/sub listener ------------------------------------------------------------
+
+    def ensure_listening(self) -> None:
+        if self._listener is not None or self._stop.is_set():
+            return
+        with self._listen_lock:
+            if self._listener is None:
+                self._listener = threading.Thread(
+                    target=self._listen, name="seckill-sold-out-listener", daemon=True
+                )
+                self._listener.start()
+        # The first flag is only trusted once we would hear it being dropped.
+        self._subscribed.wait(timeout=1.0)
+
+    def _listen(self) -> None:
+        channel = self.keys.stock_returned_channel()
+        while not self._stop.is_set():
+            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+            try:
+                pubsub.subscribe(channel)
+                # Messages may have been missed while not subscribed: forget every flag.
+                self.clear()
+                self._subscribed.set()
+                while not self._stop.is_set():
+                    message = pubsub.get_message(timeout=1.0)
+                    if message and message.get("type") == "message":
+                        self.clear(str(message["data"]))
+            except redis.RedisError as exc:
+                log.debug("sold-out listener reconnecting after %s", exc)
+                self.clear()
+                self._stop.wait(1.0)
+            finally:
+                try:
+                    pubsub.close()
+                except redis.RedisError:
+                    pass
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._listener is not None:
+            self._listener.join(timeout=3)
