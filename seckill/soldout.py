@@ -18,6 +18,7 @@ purchases then still go to the script (one round trip) rather than hold a huge c
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -121,10 +122,8 @@ class SoldOutBoard:
                 self.clear()
                 self._stop.wait(1.0)
             finally:
-                try:
+                with contextlib.suppress(redis.RedisError):
                     pubsub.close()
-                except redis.RedisError:
-                    pass
 
     def close(self) -> None:
         self._stop.set()
