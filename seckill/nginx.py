@@ -1,18 +1,60 @@
-"""Rendering ``nginx/nginx.conf.template`` into a complete nginx.conf for some backends."""
+"""Rendering ``nginx/nginx.conf.template`` into a complete nginx.conf for some backends, and
+the few facts about the local nginx that ``seckill up`` needs (where it is, whether its
+workers can read what they serve)."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import re
 import shutil
-from collections.abc import Sequence
+import stat
+import subprocess
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from seckill.store import resource_dir
 
 _RATE = re.compile(r"[1-9][0-9]{0,6}r/[sm]")
 _HOST_PORT = re.compile(r"[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}")
+_LISTEN_HOST = re.compile(r"[A-Za-z0-9.\-:\[\]]+")
+_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 _MIME_CANDIDATES = ("/etc/nginx/mime.types", "/usr/local/nginx/conf/mime.types")
+_FALLBACK_MIME = """types {
+    text/html html;
+    text/css css;
+    application/javascript js;
+    application/json json;
+    image/png png;
+    image/svg+xml svg;
+    image/x-icon ico;
+}
+"""
+
+INSTALL_HINT = "sudo apt-get install nginx (Debian/Ubuntu)"
+
+# What nginx itself answers, as the gateway would: (status, contract code, message, extras).
+# 502/503/504 stay what they are (nginx could not reach an instance / none is available / an
+# instance did not answer in time); for a purchase each means "ask for your order status
+# before buying again": the purchase may or may not have been decided.
+_OWN_ERRORS: tuple[tuple[int, str, str, dict[str, int]], ...] = (
+    (400, "bad_request", "the request is malformed", {}),
+    (403, "forbidden", "this resource is not served here", {}),
+    (404, "not_found", "no such resource", {}),
+    (405, "method_not_allowed", "this method is not allowed here", {}),
+    (413, "too_large", "the request body is larger than 4 KiB", {}),
+    (414, "too_large", "the request line is too long", {}),
+    (429, "rate_limited", "too many requests from this address", {"retry_after": 1}),
+    (500, "internal", "unexpected failure in the proxy", {}),
+    (502, "bad_gateway",
+     "no gateway instance answered; check your order status before buying again", {}),
+    (503, "unavailable",
+     "the gateway is unavailable; check your order status before buying again",
+     {"retry_after": 1}),
+    (504, "gateway_timeout",
+     "the gateway did not answer in time; check your order status before buying again", {}),
+)
 
 
 class RenderError(ValueError):
@@ -30,15 +72,55 @@ class NginxOptions:
     listen_host: str = "0.0.0.0"
     run_dir: Path = Path("/tmp/seckill-nginx")
     static_root: Path | None = None
+    # The `user` directive (workers' account when the master runs as root). None: no
+    # directive, nginx's built-in default (nobody) or the packager's applies.
     user: str | None = None
+    user_reason: str = ""  # written as a comment above a `user` directive
     daemon: bool = False
     access_log: bool = False
+    read_timeout: int = 10  # seconds an instance has to answer (and to take a request body)
+    max_fails: int = 1  # failures that take an instance out for fail_timeout; 0: never
+    fail_timeout: int = 2
 
 
 def nginx_binary() -> str | None:
+    """The nginx to run: ``SECKILL_NGINX`` if set (a path; it must exist), else the PATH's, else
+    the usual install locations. None when there is none."""
+    chosen = os.environ.get("SECKILL_NGINX")
+    if chosen:
+        return chosen if os.path.isfile(chosen) and os.access(chosen, os.X_OK) else None
     return shutil.which("nginx") or next(
         (p for p in ("/usr/sbin/nginx", "/usr/local/nginx/sbin/nginx") if Path(p).exists()), None
     )
+
+
+def _json_errors() -> str:
+    lines = []
+    for status, _code, _message, _extra in _OWN_ERRORS:
+        lines.append(f"        error_page {status} = @json_{status};")
+    for status, code, message, extra in _OWN_ERRORS:
+        body = json.dumps({"error": code, "message": message, **extra}, separators=(",", ":"))
+        assert "'" not in body  # the body goes between single quotes
+        lines.append(f"        location @json_{status} {{")
+        lines.append("            default_type application/json;")
+        if "retry_after" in extra:
+            lines.append(f"            add_header Retry-After {extra['retry_after']} always;")
+        if status == 405:  # only the page's files answer 405 here
+            lines.append('            add_header Allow "GET, HEAD" always;')
+        lines.append(f"            return {status} '{body}';")
+        lines.append("        }")
+    return "\n".join(lines)
+
+
+def _user_line(options: NginxOptions) -> str:
+    if options.user is None:
+        return ""
+    if not _USER.fullmatch(options.user):
+        raise RenderError(f"user {options.user!r} is not an account name")
+    comment = "".join(
+        f"# {line}\n" for line in options.user_reason.splitlines() if line.strip()
+    )
+    return f"{comment}user {options.user};"
 
 
 def render(options: NginxOptions) -> str:
@@ -55,12 +137,25 @@ def render(options: NginxOptions) -> str:
             raise RenderError(f"{name} {port} is not a TCP port")
     if options.port == options.admin_port:
         raise RenderError("the public and admin ports must differ")
+    if not _LISTEN_HOST.fullmatch(options.listen_host):
+        raise RenderError(f"listen address {options.listen_host!r} is not a host")
+    for name, number, low in (
+        ("ip burst", options.ip_burst, 0), ("ip connections", options.ip_connections, 1),
+        ("read timeout", options.read_timeout, 1), ("max fails", options.max_fails, 0),
+        ("fail timeout", options.fail_timeout, 1),
+    ):
+        if not low <= number <= 1_000_000:
+            raise RenderError(f"{name} must be between {low} and 1000000, got {number}")
 
     run_dir = options.run_dir.resolve()
-    static_root = (options.static_root or resource_dir("nginx") / "static").resolve()
+    static_root = (options.static_root or default_static_root()).resolve()
+    for path in (run_dir, static_root):
+        if re.search(r"[\s;{}'\"$]", str(path)):
+            raise RenderError(f"{path} holds characters an nginx.conf path cannot")
     mime = next((p for p in _MIME_CANDIDATES if Path(p).exists()), None)
     backends = "\n".join(
-        f"        server {b} max_fails=1 fail_timeout=2s;" for b in options.backends
+        f"        server {b} max_fails={options.max_fails} fail_timeout={options.fail_timeout}s;"
+        for b in options.backends
     )
     if options.ip_rate == "off":
         limit = "            # per-IP limits: off (--ip-rate off)"
@@ -71,8 +166,11 @@ def render(options: NginxOptions) -> str:
             f"            limit_conn per_ip_conn {options.ip_connections};"
         )
         rate = options.ip_rate
-    values = {
-        "USER": f"user {options.user};" if options.user else "",
+    listen_host = options.listen_host
+    if ":" in listen_host and not listen_host.startswith("["):
+        listen_host = f"[{listen_host}]"  # IPv6
+    values: dict[str, str] = {
+        "USER": _user_line(options),
         "DAEMON": "on" if options.daemon else "off",
         "RUN_DIR": str(run_dir),
         "ACCESS_LOG": f"{run_dir}/access.log" if options.access_log else "off",
@@ -80,22 +178,61 @@ def render(options: NginxOptions) -> str:
         "BACKENDS": backends,
         "IP_RATE": rate,
         "LIMIT_REQ": limit,
-        "LISTEN": f"{options.listen_host}:{options.port}",
+        "READ_TIMEOUT": f"{options.read_timeout}s",
+        "LISTEN": f"{listen_host}:{options.port}",
         "ADMIN_LISTEN": f"127.0.0.1:{options.admin_port}",
         "STATIC_ROOT": str(static_root),
+        "JSON_ERRORS": _json_errors(),
     }
     text = (resource_dir("nginx") / "nginx.conf.template").read_text(encoding="utf-8")
-    for key, value in values.items():
-        text = text.replace(f"@@{key}@@", value)
+    for key, filling in values.items():
+        text = text.replace(f"@@{key}@@", filling)
     leftover = re.findall(r"@@[A-Z_]+@@", text)
     if leftover:
         raise RenderError(f"template placeholders left unfilled: {leftover}")
     return text
 
 
+def default_static_root() -> Path:
+    return resource_dir("nginx") / "static"
+
+
 def prepare_run_dir(run_dir: Path) -> None:
-    """nginx wants its temp folders' parent to exist; mime.types may be missing on a
-    minimal install, in which case an empty one is enough (every answer here is JSON)."""
+    """nginx wants its temp folders' parent to exist; mime.types may be missing on a minimal
+    install, in which case a small one (the page's types) is written here."""
     run_dir.mkdir(parents=True, exist_ok=True)
     if not any(Path(p).exists() for p in _MIME_CANDIDATES):
-        (run_dir / "mime.types").write_text("types {\n    text/html html;\n}\n")
+        (run_dir / "mime.types").write_text(_FALLBACK_MIME)
+
+
+def command(binary: str, run_dir: Path, conf: Path) -> list[str]:
+    """nginx in the foreground on ``conf``: ``-e`` so that not even startup messages go to the
+    packaged /var/log/nginx, ``-p`` so that nothing relative resolves outside ``run_dir``."""
+    run_dir = run_dir.resolve()
+    return [binary, "-p", f"{run_dir}/", "-e", str(run_dir / "error.log"), "-c",
+            str(conf.resolve())]
+
+
+def check_config(binary: str, run_dir: Path, conf: Path) -> str | None:
+    """``nginx -t`` on ``conf``: None when it passes, else nginx's own words."""
+    result = subprocess.run([*command(binary, run_dir, conf), "-t", "-q"], capture_output=True,
+                            text=True, timeout=30, check=False)
+    if result.returncode == 0:
+        return None
+    return (result.stderr or result.stdout).strip() or f"nginx -t exited {result.returncode}"
+
+
+def blocked_for_others(paths: Iterable[Path]) -> Path | None:
+    """The first path (or folder on the way to one) that an account other than its owner and
+    group cannot reach: folders need o+x, files o+r. When nginx starts as root its workers run
+    as an unprivileged account (nobody) and see the files as such an "other"."""
+    for path in paths:
+        path = path.resolve()
+        for folder in reversed(path.parents):
+            if not os.stat(folder).st_mode & stat.S_IXOTH:
+                return folder
+        mode = os.stat(path).st_mode
+        needed = stat.S_IXOTH | stat.S_IROTH if stat.S_ISDIR(mode) else stat.S_IROTH
+        if mode & needed != needed:
+            return path
+    return None

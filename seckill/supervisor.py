@@ -54,6 +54,7 @@ class ChildSpec:
     ready: ReadyCheck | None = None
     ready_timeout: float = 30.0
     stop_timeout: float = 10.0
+    stop_signal: int = signal.SIGTERM  # the warm stop (nginx's graceful one is SIGQUIT)
 
 
 @dataclasses.dataclass
@@ -213,7 +214,7 @@ class Supervisor:
             return
         if process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                process.send_signal(signal.SIGKILL if cold else signal.SIGTERM)
+                process.send_signal(signal.SIGKILL if cold else child.spec.stop_signal)
             deadline = time.monotonic() + child.spec.stop_timeout
             while process.poll() is None and time.monotonic() < deadline:
                 if self.hurry and not cold:
@@ -223,7 +224,8 @@ class Supervisor:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(POLL_SECONDS)
             if process.poll() is None:
-                log(f"{child.spec.name} (pid {process.pid}) ignored SIGTERM; killing it")
+                name = signal.Signals(child.spec.stop_signal).name
+                log(f"{child.spec.name} (pid {process.pid}) ignored {name}; killing it")
                 process.kill()
                 process.wait(10)
             log(f"{child.spec.name} stopped (exit code {process.returncode})")

@@ -5,8 +5,14 @@ What runs, in start order (stopped in reverse):
 1. the embedded Valkey (unless ``REDIS_URL`` is set): AOF on, data in ``<data>/valkey``;
 2. the orders worker (``python -m seckill.worker``): stopped after the gateway, so it stores
    the last orders the gateway decided;
-3. the gateway: gunicorn with gevent workers serving ``wsgi:app``. Until nginx is put in
-   front (the production-shape issue), one instance listens on ``--port`` itself.
+3. the gateway: ``--instances`` gunicorn instances (gevent workers serving ``wsgi:app``), each
+   on a free loopback port, trusting exactly one proxy hop (``SECKILL_BEHIND_PROXY=1``);
+4. nginx in front (``nginx/nginx.conf.template`` rendered into ``<data>/nginx``, in the
+   foreground): ``--port`` public, ``--admin-port`` loopback-only for operators. Stopped first,
+   gracefully (SIGQUIT), so the instances behind it see no new request while they stop.
+
+Without nginx (not installed, or ``--no-nginx``) one gunicorn instance listens on ``--port``
+itself, operator endpoints included, and trusts no proxy header.
 
 Secrets: in development they are made up once, here, and handed to every child in its
 environment, so that all workers sign and verify with the same keys.
@@ -20,6 +26,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import socket
 import sys
 from collections.abc import Iterator
@@ -28,6 +35,10 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from seckill.config import SECRET_VARS, ConfigError, Settings
+from seckill.embedded import free_port
+from seckill.nginx import INSTALL_HINT, nginx_binary
+from seckill.nginx import command as nginx_command
+from seckill.supervisor import ChildSpec, http_ready, log
 
 
 def project_root() -> Path:
@@ -73,14 +84,86 @@ def _data_dir_lock(data_dir: Path) -> Iterator[None]:
         yield
 
 
-def _nginx_note(args: argparse.Namespace) -> str:
-    from seckill.nginx import nginx_binary
+def _loopback(host: str) -> str:
+    """Where this machine reaches a server listening on ``host``."""
+    return "127.0.0.1" if host in ("0.0.0.0", "") else host
 
+
+def _nginx_note(args: argparse.Namespace) -> str:
     if args.no_nginx:
         return "nginx: off (--no-nginx)"
-    if nginx_binary() is None:
-        return "nginx is not installed (sudo apt-get install nginx)"
-    return "nginx is installed, but `seckill up` does not put it in front yet (coming)"
+    chosen = os.environ.get("SECKILL_NGINX")
+    if chosen:
+        return (f"nginx not found at SECKILL_NGINX={chosen}; install it with {INSTALL_HINT} "
+                "or point SECKILL_NGINX at its binary")
+    return f"nginx is not installed; install it with {INSTALL_HINT} to put it in front"
+
+
+def _gunicorn_spec(
+    name: str, host: str, port: int, workers: int, env: dict[str, str], root: Path,
+    graceful: int, behind_proxy: bool,
+) -> ChildSpec:
+    return ChildSpec(
+        name,
+        [sys.executable, "-m", "gunicorn", "-c", str(root / "gunicorn.conf.py"),
+         "--chdir", str(root), "--bind", f"{host}:{port}",
+         # gunicorn 27's control socket defaults to one path in $HOME for every instance.
+         "--no-control-socket", "wsgi:app"],
+        env={**env, "GUNICORN_WORKERS": str(workers), "SECKILL_INSTANCE": name,
+             "SECKILL_BEHIND_PROXY": "1" if behind_proxy else "0"},
+        cwd=root,
+        ready=http_ready(_loopback(host), port),
+        ready_timeout=60,
+        stop_timeout=graceful + 5,
+    )
+
+
+def _nginx_user(static_root: Path, run_dir: Path) -> tuple[str | None, str]:
+    """The ``user`` directive for this machine: none (nginx's default, workers as nobody)
+    unless we run as root and nobody could not read the page or use the run folder."""
+    from seckill.nginx import blocked_for_others
+
+    if os.geteuid() != 0:
+        return None, ""  # the workers run as we do
+    blocked = blocked_for_others([static_root, *sorted(static_root.iterdir()), run_dir])
+    if blocked is None:
+        return None, ""
+    reason = (
+        f"`seckill up` ran as root and {blocked} is closed to other accounts, so nginx's\n"
+        "workers (nobody) could not read the sale page or use their temp folders: for this\n"
+        "local run they are root. A production config (`seckill nginx render`) has no user\n"
+        "line; serve from folders the workers' account can read instead."
+    )
+    return "root", reason
+
+
+def _render_nginx(
+    args: argparse.Namespace, binary: str, data_dir: Path, backends: list[str]
+) -> tuple[Path, Path]:
+    """Write ``<data>/nginx/nginx.conf`` for ``backends`` and check it with ``nginx -t``."""
+    from seckill import nginx
+
+    run_dir = (data_dir / "nginx").resolve()
+    nginx.prepare_run_dir(run_dir)
+    static_root = nginx.default_static_root().resolve()
+    user, reason = _nginx_user(static_root, run_dir)
+    if user is not None:
+        log("nginx workers run as root: " + " ".join(reason.split()))
+    options = nginx.NginxOptions(
+        backends=backends, port=args.port, admin_port=args.admin_port, ip_rate=args.ip_rate,
+        listen_host=args.host, run_dir=run_dir, static_root=static_root, user=user,
+        user_reason=reason,
+    )
+    try:
+        text = nginx.render(options)
+    except nginx.RenderError as exc:
+        raise ConfigError(str(exc)) from None
+    conf = run_dir / "nginx.conf"
+    conf.write_text(text, encoding="utf-8")
+    problem = nginx.check_config(binary, run_dir, conf)
+    if problem is not None:
+        raise ConfigError(f"nginx refuses {conf}: {problem}")
+    return conf, run_dir
 
 
 def _seckill_command() -> str:
@@ -88,7 +171,10 @@ def _seckill_command() -> str:
     return str(beside) if beside.exists() else "seckill"
 
 
-def try_it(settings: Settings, base: str, embedded_redis_url: str | None) -> str:
+def try_it(
+    settings: Settings, base: str, embedded_redis_url: str | None, admin_base: str | None = None,
+    page: bool = False,
+) -> str:
     from datetime import UTC, datetime, timedelta
 
     now = datetime.now(UTC).replace(microsecond=0)
@@ -110,7 +196,7 @@ def try_it(settings: Settings, base: str, embedded_redis_url: str | None) -> str
     if not settings.development:
         lines.append("  # and SECKILL_JWT_SECRET, SECKILL_ADMIN_TOKEN as the gateway has them")
     lines += [
-        f"  curl -s -X POST {base}/admin/activities \\",
+        f"  curl -s -X POST {admin_base or base}/admin/activities \\",
         '    -H "Authorization: Bearer $SECKILL_ADMIN_TOKEN" '
         "-H 'Content-Type: application/json' \\",
         f"    -d {shlex.quote(body)}",
@@ -120,20 +206,14 @@ def try_it(settings: Settings, base: str, embedded_redis_url: str | None) -> str
         f'  curl -s -X POST -H "Authorization: Bearer $TOKEN" "{base}$URL"',
         f'  curl -s -H "Authorization: Bearer $TOKEN" {base}/seckill/{aid}/order',
     ]
+    if page:
+        lines.append(f'  echo "{base}/#activity={aid}&token=$TOKEN"   # the sale page')
     return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
     from seckill.embedded import EmbeddedValkey
-    from seckill.supervisor import (
-        ChildSpec,
-        Stopping,
-        Supervisor,
-        SupervisorError,
-        http_ready,
-        log,
-        redis_ready,
-    )
+    from seckill.supervisor import Stopping, Supervisor, SupervisorError, redis_ready
 
     environ = dict(os.environ)
     settings = Settings.from_env(environ)  # no production secret missing, all values valid
@@ -141,7 +221,13 @@ def run(args: argparse.Namespace) -> int:
 
     options_from_env(environ)  # the worker's own settings: refused here, not in a crash loop
     root = project_root()
+    nginx_bin = None if args.no_nginx else nginx_binary()
     _check_port_free(args.host, args.port)
+    if nginx_bin is not None:
+        if args.admin_port == args.port:
+            raise ConfigError("--admin-port must differ from --port")
+        _check_port_free("127.0.0.1", args.admin_port)
+    base = f"http://{_loopback(args.host)}:{args.port}"
     data_dir = settings.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
 
@@ -174,43 +260,67 @@ def run(args: argparse.Namespace) -> int:
         specs.append(ChildSpec("orders-worker", [sys.executable, "-m", "seckill.worker"],
                                env=env, cwd=root, stop_timeout=15))
 
-        # Until nginx is put in front, one gunicorn instance listens on --port itself.
         graceful_raw = env.get("GUNICORN_GRACEFUL_TIMEOUT") or "10"
         if not graceful_raw.isdigit():
             raise ConfigError(f"GUNICORN_GRACEFUL_TIMEOUT must be seconds, got {graceful_raw!r}")
         graceful = int(graceful_raw)
-        name = "gunicorn-1"
-        specs.append(ChildSpec(
-            name,
-            [sys.executable, "-m", "gunicorn", "-c", str(root / "gunicorn.conf.py"),
-             "--chdir", str(root), "--bind", f"{args.host}:{args.port}",
-             # gunicorn 27's control socket defaults to one path in $HOME for every instance.
-             "--no-control-socket", "wsgi:app"],
-            env={**env, "GUNICORN_WORKERS": str(args.workers), "SECKILL_INSTANCE": name},
-            cwd=root,
-            ready=http_ready(args.host, args.port),
-            ready_timeout=60,
-            stop_timeout=graceful + 5,
-        ))
-        log(
-            f"{_nginx_note(args)}; one gunicorn instance serves {args.host}:{args.port} "
-            "directly (operator endpoints included); --instances, --admin-port and --ip-rate "
-            "take effect once nginx is in front"
-        )
+
+        if nginx_bin is None:
+            # Today's shape without nginx: one gunicorn instance on --port, operator endpoints
+            # included, trusting no proxy header.
+            specs.append(_gunicorn_spec("gunicorn-1", args.host, args.port, args.workers, env,
+                                        root, graceful, behind_proxy=False))
+            log(
+                f"{_nginx_note(args)}; one gunicorn instance serves {args.host}:{args.port} "
+                "directly (operator endpoints included); --instances, --admin-port and "
+                "--ip-rate take effect with nginx in front"
+            )
+            admin_base = base
+            shape = f"gunicorn directly, {args.workers} gevent worker(s)"
+            where = f"  Health:   {base}/healthz    Metrics: {base}/metrics\n"
+        else:
+            backends = []
+            for number in range(1, args.instances + 1):
+                port = free_port()
+                backends.append(f"127.0.0.1:{port}")
+                specs.append(_gunicorn_spec(f"gunicorn-{number}", "127.0.0.1", port,
+                                            args.workers, env, root, graceful, behind_proxy=True))
+            conf, run_dir = _render_nginx(args, nginx_bin, data_dir, backends)
+            specs.append(ChildSpec(
+                "nginx", nginx_command(nginx_bin, run_dir, conf), env=environ,
+                ready=http_ready(_loopback(args.host), args.port), ready_timeout=30,
+                # SIGQUIT: nginx's graceful stop (requests in flight are finished).
+                stop_signal=signal.SIGQUIT, stop_timeout=graceful + 5,
+            ))
+            admin_base = f"http://127.0.0.1:{args.admin_port}"
+            shape = (
+                f"nginx in front of {args.instances} gunicorn instance(s), {args.workers} "
+                f"gevent worker(s) each; per-IP rate {args.ip_rate}"
+            )
+            instances = ", ".join(
+                f"gunicorn-{n} {b}" for n, b in enumerate(backends, start=1)
+            )
+            where = (
+                f"  Sale page: {base}/#activity=<id>&token=<user JWT>\n"
+                f"  Operator: {admin_base} (loopback only: /admin/, /metrics, /healthz)\n"
+                f"  Instances: {instances}\n"
+                f"  nginx:    {conf} (logs in {run_dir})\n"
+            )
 
         supervisor = Supervisor(specs)
         supervisor.install_signal_handlers()
-        base = f"http://{'127.0.0.1' if args.host == '0.0.0.0' else args.host}:{args.port}"
         try:
             supervisor.start()
             if supervisor.stop_requested:
                 raise Stopping()
             print(
-                f"seckill is up on {base} (gunicorn, {args.workers} gevent worker(s))\n"
+                f"seckill is up on {base} ({shape})\n"
                 f"  Redis:    {redis_note}\n"
                 f"  Database: {redact_url(settings.database_url)}\n"
-                f"  Health:   {base}/healthz    Metrics: {base}/metrics\n"
-                "  Stop:     Ctrl-C\n\n" + try_it(settings, base, embedded_url),
+                + where
+                + "  Stop:     Ctrl-C\n\n"
+                + try_it(settings, base, embedded_url, admin_base,
+                         page=nginx_bin is not None),
                 flush=True,
             )
             supervisor.run()

@@ -343,7 +343,11 @@ def test_up_on_an_outside_redis_shares_printed_development_secrets(tmp_path: Pat
         "REDIS_URL": outside.url,
         "SECKILL_USER_RATE": "1000/second",
     }
-    with outside, seckill_up(tmp_path, env, "--workers", "2") as (up, port, log, seen):
+    # --no-nginx: this is about secrets and an outside Redis; operator calls go to --port.
+    # (Through nginx, with several instances: tests/test_up_nginx.py.)
+    with outside, seckill_up(tmp_path, env, "--workers", "2", "--no-nginx") as (
+        up, port, log, seen
+    ):
         assert set(children_by_role(up)) == {"gunicorn", "worker"}  # no embedded Valkey
         exports = re.search(r"^  export (.*)$", log.read_text(), re.MULTILINE)
         assert exports is not None, log.read_text()
