@@ -32,8 +32,17 @@ preload_app = False
 # gunicorn 27's control socket defaults to one path in $HOME shared by every instance.
 control_socket_disable = True
 accesslog = os.environ.get("GUNICORN_ACCESSLOG") or None
-# %(s)s is the status; the X-Seckill-Outcome response header names the contract outcome.
-access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms outcome=%({x-seckill-outcome}o)s'
+# One line per request, e.g. (gunicorn 27, gevent worker; checked in tests/test_nginx.py):
+#   127.0.0.1 [21/Nov/2026:18:45:05 +0000] "POST /seckill/a/<token>/buy HTTP/1.1" 410 64 3ms
+#   fwd=127.0.0.1 outcome=sold_out instance=gunicorn-1
+# %(h)s is the client: behind nginx (SECKILL_BEHIND_PROXY=1, ProxyFix) the address nginx saw;
+# fwd= is X-Forwarded-For as received (nginx overwrites it: never what the client sent);
+# outcome= is the contract outcome (ok, sold_out, already_purchased, rate_limited, ...) from
+# the X-Seckill-Outcome response header; %(M)s is the time taken in milliseconds.
+access_log_format = (
+    '%(h)s %(t)s "%(r)s" %(s)s %(b)s %(M)sms fwd=%({x-forwarded-for}i)s '
+    "outcome=%({x-seckill-outcome}o)s instance=%({x-seckill-instance}o)s"
+)
 
 os.environ.setdefault("SECKILL_REDIS_MAX_CONNECTIONS", str(min(worker_connections, 500)))
 

@@ -102,6 +102,8 @@ def _json_errors() -> str:
         body = json.dumps({"error": code, "message": message, **extra}, separators=(",", ":"))
         assert "'" not in body  # the body goes between single quotes
         lines.append(f"        location @json_{status} {{")
+        # No types: the type must not follow the asked-for file's extension (/x.html).
+        lines.append("            types { }")
         lines.append("            default_type application/json;")
         if "retry_after" in extra:
             lines.append(f"            add_header Retry-After {extra['retry_after']} always;")
@@ -161,8 +163,9 @@ def render(options: NginxOptions) -> str:
         limit = "            # per-IP limits: off (--ip-rate off)"
         rate = "1000r/s"  # the zone must still parse; nothing refers to it
     else:
+        burst = f" burst={options.ip_burst} nodelay" if options.ip_burst else ""
         limit = (
-            f"            limit_req zone=per_ip burst={options.ip_burst} nodelay;\n"
+            f"            limit_req zone=per_ip{burst};\n"
             f"            limit_conn per_ip_conn {options.ip_connections};"
         )
         rate = options.ip_rate
@@ -236,3 +239,23 @@ def blocked_for_others(paths: Iterable[Path]) -> Path | None:
         if mode & needed != needed:
             return path
     return None
+
+
+def worker_user(static_root: Path, run_dir: Path) -> tuple[str | None, str]:
+    """The ``user`` directive for a local run, and why: none (nginx's default) unless this
+    process is root and the workers' account (nobody) could not read the sale page or reach
+    the run folder, e.g. under a private (0700) home or temp folder. Then the workers run as
+    root, for this local run only; `seckill nginx render` never writes that line."""
+    if os.geteuid() != 0:
+        return None, ""  # nginx ignores `user` then: the workers run as we do
+    files = sorted(p for p in static_root.iterdir() if p.is_file())
+    blocked = blocked_for_others([static_root, *files, run_dir])
+    if blocked is None:
+        return None, ""
+    reason = (
+        f"Started as root, and {blocked} is closed to other accounts, so nginx's\n"
+        "workers (nobody) could not read the sale page or use their temp folders: for this\n"
+        "local run they run as root. A production config (`seckill nginx render`) has no\n"
+        "user line; serve from folders the workers' account can read instead."
+    )
+    return "root", reason

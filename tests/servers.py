@@ -1,4 +1,4 @@
-"""Start real servers from tests (and benchmarks): gunicorn serving ``wsgi:app``, later nginx.
+"""Start real servers from tests (and benchmarks): gunicorn serving ``wsgi:app``, nginx.
 
 Each server is our child process on a free port, with its stderr in a temp file that is shown
 when it fails to come up. It is stopped by its PID: SIGTERM, a bounded wait, then SIGKILL.
@@ -9,6 +9,7 @@ test run leaves no server behind.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -72,8 +73,10 @@ def running_server(
     stop_timeout: float = 15.0,
     name: str | None = None,
     log_file: Path | None = None,
+    ready_status: int = 200,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Run ``command`` until the block ends; first wait until ``GET health_url`` answers 200.
+    """Run ``command`` until the block ends; first wait until ``GET health_url`` answers
+    ``ready_status`` (200).
 
     ``env`` is added to ``os.environ``. The server's stdout and stderr go to ``log_file`` (kept)
     or to a temp file (removed); on a failed start their tail is in the exception message.
@@ -103,11 +106,12 @@ def running_server(
                         f"{health_url}; its output:\n{_tail(output)}"
                     )
                 last = http_status(health_url, timeout=1.0)
-                if last == 200:
+                if last == ready_status:
                     break
                 if time.monotonic() > deadline:
                     raise ServerFailed(
-                        f"{label} did not answer 200 on {health_url} within {startup_timeout}s "
+                        f"{label} did not answer {ready_status} on {health_url} within "
+                        f"{startup_timeout}s "
                         f"(last answer: {last}); its output:\n{_tail(output)}"
                     )
                 time.sleep(0.1)
@@ -157,3 +161,64 @@ def gunicorn_server(
         log_file=log_file,
     ):
         yield base
+
+
+# -- nginx -----------------------------------------------------------------------------
+
+
+def require(binary: str | None, what: str, install: str) -> str:
+    """``binary``, or stop the test: a failure when ``CI`` is set (CI installs it, so missing
+    means a broken CI), else a skip that says how to install it."""
+    if binary is not None:
+        return binary
+    import pytest
+
+    message = f"{what} is not installed; install it with: {install}"
+    if os.environ.get("CI"):
+        pytest.fail(f"{message} (.ci/run installs it; in CI this test must run)", pytrace=False)
+    pytest.skip(message)
+
+
+def require_nginx() -> str:
+    from seckill.nginx import nginx_binary
+
+    return require(nginx_binary(), "nginx", "sudo apt-get install -y nginx")
+
+
+@dataclasses.dataclass
+class NginxFront:
+    base: str  # the public listener
+    admin_base: str  # the loopback operator listener
+    conf: Path
+    run_dir: Path
+    process: subprocess.Popen[bytes]
+
+    def error_log(self) -> str:
+        return _tail(self.run_dir / "error.log", 20000)
+
+
+@contextlib.contextmanager
+def nginx_server(backends: Sequence[str], run_dir: Path, **options: object) -> Iterator[NginxFront]:
+    """A real nginx in the foreground on free loopback ports, in front of ``backends``, with
+    the config ``seckill nginx render`` would write (``options`` are :class:`NginxOptions`
+    fields). Ready once it serves the sale page."""
+    from seckill import nginx
+
+    binary = require_nginx()
+    port, admin_port = free_port(), free_port()
+    nginx.prepare_run_dir(run_dir)
+    user, reason = nginx.worker_user(nginx.default_static_root(), run_dir)
+    settings = nginx.NginxOptions(
+        backends=list(backends), port=port, admin_port=admin_port, listen_host="127.0.0.1",
+        run_dir=run_dir, user=user, user_reason=reason, **options,  # type: ignore[arg-type]
+    )
+    conf = run_dir / "nginx.conf"
+    conf.write_text(nginx.render(settings), encoding="utf-8")
+    problem = nginx.check_config(binary, run_dir, conf)
+    if problem is not None:
+        raise ServerFailed(f"nginx -t refused {conf}: {problem}")
+    base = f"http://127.0.0.1:{port}"
+    with running_server(
+        nginx.command(binary, run_dir, conf), f"{base}/", name="nginx", startup_timeout=15,
+    ) as process:
+        yield NginxFront(base, f"http://127.0.0.1:{admin_port}", conf, run_dir, process)

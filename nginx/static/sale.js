@@ -1,5 +1,6 @@
 // The sale page: plain JS, no build step. Time comes from the server (GET /seckill/time,
-// corrected for half the round trip), never from the browser's clock.
+// corrected for half the round trip) and then runs on the browser's monotonic clock
+// (performance.now), so neither a wrong nor a changing browser clock moves the countdown.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -12,12 +13,16 @@ const MESSAGES = {
   insufficient_stock: "Not enough stock left for that quantity.",
   unauthenticated: "Please sign in again (your token is missing or expired).",
   bad_signature: "This purchase link expired; please try again.",
-  unavailable: "The shop is very busy. Your order may have gone through: checking…",
   unknown_activity: "This sale does not exist.",
+  bad_request: "The shop did not understand that request.",
 };
+// Answers after which the purchase may or may not have happened: ask for the order.
+const UNSURE = "The shop is very busy. Your order may have gone through: checking…";
 
-const page = { activity: null, token: null, offsetMs: 0, startsMs: null, endsMs: null,
-               state: null, clicked: false, timer: null };
+const page = {
+  activity: null, token: null, offsetMs: null, startsMs: null, endsMs: null,
+  state: null, busy: false, done: false, retryAtMs: null,
+};
 
 function readFragment() {
   const params = new URLSearchParams(window.location.hash.replace(/^#/, ""));
@@ -27,37 +32,54 @@ function readFragment() {
   $("token-input").value = page.token || "";
 }
 
+// Every answer is JSON, nginx's included; a network failure is status 0.
 async function api(path, options = {}) {
   const headers = Object.assign({}, options.headers || {});
-  if (page.token) headers.Authorization = "Bearer " + page.token;
-  const response = await fetch(path, Object.assign({}, options, { headers }));
+  if (options.auth && page.token) headers.Authorization = "Bearer " + page.token;
+  let response;
+  try {
+    response = await fetch(path, { method: options.method || "GET", headers,
+                                   body: options.body, cache: "no-store" });
+  } catch (e) {
+    return { status: 0, body: { error: "network" }, headers: new Headers() };
+  }
   let body = {};
-  try { body = await response.json(); } catch (e) { body = { error: "unavailable" }; }
-  return { status: response.status, body };
+  try { body = await response.json(); } catch (e) { body = { error: "unreadable" }; }
+  return { status: response.status, body, headers: response.headers };
 }
 
 async function syncClock() {
   // Several samples; keep the one with the shortest round trip (the least skewed).
   let best = null;
   for (let i = 0; i < 5; i++) {
-    const t0 = Date.now();
+    const t0 = performance.now();
     const { status, body } = await api("/seckill/time");
-    const t1 = Date.now();
-    if (status !== 200) continue;
+    const t1 = performance.now();
+    if (status !== 200 || typeof body.now_ms !== "number") continue;
     const rtt = t1 - t0;
+    // The server read its clock about half a round trip before the answer arrived.
     const offset = body.now_ms + rtt / 2 - t1;
     if (best === null || rtt < best.rtt) best = { rtt, offset };
   }
   if (best !== null) {
     page.offsetMs = best.offset;
-    $("offset").textContent = `${Math.round(best.offset)} ms (round trip ${best.rtt} ms)`;
+    const skew = Math.round(serverNow() - Date.now());
+    $("offset").textContent =
+      `your clock is ${Math.abs(skew)} ms ${skew >= 0 ? "behind" : "ahead"} ` +
+      `(round trip ${Math.round(best.rtt)} ms)`;
+  } else {
+    $("offset").textContent = "could not reach the shop's clock";
   }
 }
 
-const serverNow = () => Date.now() + page.offsetMs;
+const serverNow = () => performance.now() + page.offsetMs;
 
 async function loadActivity() {
-  if (!page.activity) return;
+  if (!page.activity) {
+    $("state").textContent = "no sale chosen";
+    $("setup").open = true;
+    return;
+  }
   const { status, body } = await api(`/seckill/activities/${encodeURIComponent(page.activity)}`);
   if (status !== 200) {
     $("state").textContent = MESSAGES[body.error] || body.message || "unavailable";
@@ -73,21 +95,20 @@ async function loadActivity() {
   render();
 }
 
+function two(n) { return String(n).padStart(2, "0"); }
+
 function render() {
-  if (page.startsMs === null) return;
+  if (page.startsMs === null || page.offsetMs === null || page.state === null) return;
   const now = serverNow();
-  const button = $("buy");
   let state = page.state;
   if (now >= page.endsMs) state = "ended";
   else if (now >= page.startsMs && state === "upcoming") state = "open";
-  $("state").textContent = state;
+  $("state").textContent = state.replace("_", " ");
   if (now < page.startsMs) {
-    const left = Math.max(0, page.startsMs - now);
+    const left = page.startsMs - now;
     const s = Math.floor(left / 1000);
-    const hh = String(Math.floor(s / 3600)).padStart(2, "0");
-    const mm = String(Math.floor((s % 3600) / 60)).padStart(2, "0");
-    const ss = String(s % 60).padStart(2, "0");
-    $("countdown").textContent = `Starts in ${hh}:${mm}:${ss}.${Math.floor((left % 1000) / 100)}`;
+    $("countdown").textContent = `Starts in ${two(Math.floor(s / 3600))}:` +
+      `${two(Math.floor((s % 3600) / 60))}:${two(s % 60)}.${Math.floor((left % 1000) / 100)}`;
   } else if (state === "open") {
     $("countdown").textContent = "The sale is open!";
   } else if (state === "sold_out") {
@@ -95,7 +116,9 @@ function render() {
   } else {
     $("countdown").textContent = "The sale has ended";
   }
-  button.disabled = page.clicked || state !== "open" || !page.token;
+  const waiting = page.retryAtMs !== null && performance.now() < page.retryAtMs;
+  $("buy").disabled = page.busy || page.done || waiting || state !== "open" || !page.token;
+  $("hint").textContent = page.token ? "" : "Enter a user token under Demo settings to buy.";
 }
 
 function showOutcome(text, kind) {
@@ -104,50 +127,116 @@ function showOutcome(text, kind) {
   el.className = "outcome " + (kind || "");
 }
 
+function showOrder(body) {
+  $("order").textContent = body.order_id
+    ? `Order ${body.order_id}: ${body.status}` : `Order status: ${body.status}`;
+}
+
+// Until the order is final (confirmed or cancelled) or known not to exist; bounded.
 async function pollOrder() {
   for (let i = 0; i < 60; i++) {
-    const { status, body } = await api(`/seckill/${encodeURIComponent(page.activity)}/order`);
+    const { status, body } = await api(
+      `/seckill/${encodeURIComponent(page.activity)}/order`, { auth: true });
     if (status === 200) {
-      $("order").textContent = body.order_id
-        ? `Order ${body.order_id}: ${body.status}` : `Order status: ${body.status}`;
-      if (body.status === "confirmed" || body.status === "cancelled" || body.status === "none") {
-        return body.status;
-      }
+      if (body.status !== "none") showOrder(body);
+      if (body.status !== "pending") return body;
     }
     await new Promise((resolve) => setTimeout(resolve, 1000));
   }
-  return "pending";
+  return { status: "pending" };
+}
+
+// A user who already bought sees it on arrival, and gets no buy button.
+async function checkExistingOrder() {
+  if (!page.activity || !page.token) return;
+  const { status, body } = await api(
+    `/seckill/${encodeURIComponent(page.activity)}/order`, { auth: true });
+  if (status === 200 && (body.status === "pending" || body.status === "confirmed")) {
+    page.done = true;
+    showOutcome(`${MESSAGES.already_purchased} Order ${body.order_id}.`, "won");
+    showOrder(body);
+    render();
+    if (body.status === "pending") pollOrder();
+  }
+}
+
+function retryLater(seconds) {
+  page.retryAtMs = performance.now() + 1000 * Math.max(1, seconds || 1);
+}
+
+async function won(order) {
+  page.done = true;
+  showOutcome(`You got it! Order ${order}.`, "won");
+  showOrder({ order_id: order, status: "pending" });
+  await pollOrder();
+}
+
+function lost(answer) {
+  const error = answer.body.error;
+  showOutcome(MESSAGES[error] || answer.body.message || "Something went wrong.", "lost");
+  if (error === "sold_out" || error === "ended") {
+    page.done = true;
+    page.state = error;
+  } else if (error === "rate_limited") {
+    retryLater(Number(answer.headers.get("Retry-After")) || answer.body.retry_after);
+  } else if (error === "not_started" && typeof answer.body.now_ms === "number") {
+    page.offsetMs = answer.body.now_ms - performance.now();  // our clock was early
+  } else if (error === "unauthenticated") {
+    $("setup").open = true;
+  }
+}
+
+// The purchase outcome is unknown (a 5xx from nginx or the gateway, or no answer at all):
+// the order status says whether it went through. Buying again is safe either way (one
+// purchase per user: a repeat answers already_purchased with the same order).
+async function unsure() {
+  showOutcome(UNSURE, "");
+  const order = await pollOrder();
+  if (order.status === "none") {
+    showOutcome("The shop was too busy and your order did not go through. Try again.", "lost");
+    retryLater(1);
+  } else if (order.order_id) {
+    await won(order.order_id);
+  }
 }
 
 async function buy() {
-  if (page.clicked) return;
-  page.clicked = true;  // one click, one purchase: the button never re-enables
+  if (page.busy || page.done) return;  // one purchase per click, never two in flight
+  page.busy = true;
   render();
-  showOutcome("Buying…");
-  const url = await api(`/seckill/url?activity=${encodeURIComponent(page.activity)}`);
-  if (url.status !== 200) {
-    showOutcome(MESSAGES[url.body.error] || url.body.message || "Something went wrong.", "lost");
-    if (url.body.error === "sold_out") { page.state = "sold_out"; render(); }
-    return;
+  try {
+    showOutcome("Buying…");
+    const aid = encodeURIComponent(page.activity);
+    const url = await api(`/seckill/url?activity=${aid}`, { auth: true });
+    if (url.status === 0 || url.status >= 500) {
+      // No purchase was made yet (this only asks for the signed URL).
+      showOutcome("The shop is very busy. Please try again in a moment.", "lost");
+      retryLater(1);
+      return;
+    }
+    if (url.status !== 200) {
+      lost(url);
+      return;
+    }
+    const result = await api(url.body.url, {
+      method: "POST", auth: true, headers: { "Content-Type": "application/json" }, body: "{}",
+    });
+    if (result.status === 200) {
+      won(result.body.order_id);
+    } else if (result.body.error === "already_purchased") {
+      page.done = true;
+      showOutcome(`${MESSAGES.already_purchased} Order ${result.body.order_id}.`, "won");
+      pollOrder();
+    } else if (result.status === 0 || result.status >= 500) {
+      await unsure();
+    } else {
+      lost(result);
+    }
+  } finally {
+    page.busy = false;
+    render();
+    loadActivity();
   }
-  const result = await api(url.body.url, {
-    method: "POST", headers: { "Content-Type": "application/json" }, body: "{}",
-  });
-  if (result.status === 200) {
-    showOutcome(`You got it! Order ${result.body.order_id}.`, "won");
-    pollOrder();
-  } else if (result.body.error === "already_purchased") {
-    showOutcome(`${MESSAGES.already_purchased} Order ${result.body.order_id}.`, "won");
-    pollOrder();
-  } else if (result.body.error === "unavailable") {
-    showOutcome(MESSAGES.unavailable, "lost");
-    const status = await pollOrder();
-    if (status === "none") showOutcome("The shop was too busy; your order did not go through.", "lost");
-  } else {
-    showOutcome(MESSAGES[result.body.error] || result.body.message || "Something went wrong.", "lost");
-    if (result.body.error === "sold_out") { page.state = "sold_out"; render(); }
-  }
-  loadActivity();
 }
 
 async function start() {
@@ -156,12 +245,17 @@ async function start() {
   $("apply").addEventListener("click", () => {
     page.activity = $("activity-input").value.trim();
     page.token = $("token-input").value.trim();
-    loadActivity();
+    page.done = false;
+    page.state = page.startsMs = page.endsMs = null;
+    showOutcome("");
+    $("order").textContent = "";
+    loadActivity().then(checkExistingOrder);
   });
   window.addEventListener("hashchange", () => { readFragment(); loadActivity(); });
   await syncClock();
   await loadActivity();
-  page.timer = setInterval(render, 100);
+  await checkExistingOrder();
+  setInterval(render, 100);
   setInterval(loadActivity, 2000);
 }
 
