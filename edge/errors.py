@@ -6,11 +6,9 @@ import logging
 
 import redis
 from flask import Flask, Response, g, request
-from flask_limiter import RateLimitExceeded
 from werkzeug.exceptions import HTTPException
 
 from edge.jsonio import json_response
-from edge.ratelimit import rate_limited
 from seckill import errors
 
 log = logging.getLogger("seckill")
@@ -36,10 +34,6 @@ def error_response(exc: errors.SeckillError) -> Response:
 
 def _domain(exc: errors.SeckillError) -> Response:
     return error_response(exc)
-
-
-def _rate(exc: RateLimitExceeded) -> Response:
-    return error_response(rate_limited(exc))
 
 
 def _http(exc: HTTPException) -> Response:
@@ -82,7 +76,6 @@ class JsonErrors:
         app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
         app.before_request(self._guard_body)
         app.register_error_handler(errors.SeckillError, _domain)
-        app.register_error_handler(RateLimitExceeded, _rate)
         app.register_error_handler(HTTPException, _http)
         app.register_error_handler(redis.RedisError, _store_unreachable)
         app.register_error_handler(Exception, _unexpected)

@@ -24,9 +24,9 @@ import hmac
 import time
 from collections.abc import Sequence
 
-from flask import Flask, current_app, g, request
+from flask import Flask
 
-from edge import PURCHASE_URL, active_filters, current_uid, request_activity_id
+from edge import PURCHASE_URL, Edge, Passage
 from seckill import errors
 
 _MAX_TOKEN = 128
@@ -84,13 +84,10 @@ class PurchaseUrlSigner:
 class PurchaseUrls:
     def init_app(self, app: Flask) -> None:
         app.extensions["edge.purchase_urls"] = self
-        app.before_request(self._check)
+        Edge.of(app).add({PURCHASE_URL}, self.check)
 
     @staticmethod
-    def _check() -> None:
-        if PURCHASE_URL not in active_filters():
-            return
-        signer: PurchaseUrlSigner = current_app.extensions["seckill"].signer
-        token = (request.view_args or {}).get("token", "")
-        signer.verify(str(token), request_activity_id(), current_uid())
-        g.purchase_url_checked = True
+    def check(passage: Passage) -> None:
+        signer: PurchaseUrlSigner = passage.services.signer
+        token = (passage.request.view_args or {}).get("token", "")
+        signer.verify(str(token), passage.activity_id(), passage.require_uid())

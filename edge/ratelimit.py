@@ -1,99 +1,67 @@
-"""Per-user rate limit: flask-limiter on Redis, keyed by the authenticated user id.
+"""Per-user rate limit on Redis, keyed by the authenticated user id.
 
-Two flask-limiter traps, and how they are avoided here:
+The limit is a check in the edge chain, after identity (so it always has its key) and after
+every check that needs no Redis (so the requests those reject cost nothing here). It is the
+fixed-window strategy of ``limits``, the library flask-limiter is built on, with the same rate
+syntax (``SECKILL_USER_RATE``, e.g. ``5/second``) and the same scope (per user, per endpoint),
+on the gateway's own Redis pool: one EVALSHA (INCR + EXPIRE) per checked request.
 
-* A limit whose key function returns an empty string is *skipped* (logged, not enforced).
-  The key function is :func:`edge.current_uid`, which raises instead of returning "". The
-  limit is attached to each view with a decorator, and the limited views all carry the
-  ``user`` filter, so identity has always run first (a test checks this wiring).
-* Default and blueprint limits run in flask-limiter's own ``before_request``, before a
-  blueprint's ``before_request`` could have authenticated the user. None are used: the limit
-  wraps the view, so it runs after every edge ``before_request`` hook.
+Why not flask-limiter's extension itself (it was used until the performance work): its
+``before_request`` middleware runs on *every* request, limited or not, and its decorator then
+evaluates the view's limits a second time; on this 2-core machine that machinery cost more CPU
+than the Redis call it wraps (figures in the README's Performance section). It also has two
+traps a gateway must not fall into: a limit whose key function returns "" is silently
+skipped, and with ``swallow_errors`` an exception in the key function lets the request through
+unlimited. Here the key is the verified user id (``Passage.require_uid`` raises without one,
+and a view cannot ask for ``rate`` without ``user``), and storage errors are handled below.
 
 Failure behaviour (written down, as the design asks): when the limiter's Redis cannot be
-reached the limit **fails open** (``swallow_errors``), and every such request is counted in
+reached the limit **fails open**, and every such request is counted in
 ``seckill_ratelimit_failures_total``. Rate limiting protects capacity, not correctness: the
 purchase itself needs the same Redis and fails closed (503) on its own.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
-from collections.abc import Callable
-from typing import Any, cast
 
 import redis
-from flask import Flask, current_app
-from flask_limiter import Limiter, RateLimitExceeded
+from flask import Flask
+from limits import RateLimitItem, parse_many
+from limits.storage import RedisStorage
+from limits.strategies import FixedWindowRateLimiter
 
-from edge import current_uid
+from edge import RATE, Edge, Passage
 from seckill import errors, metrics
 
-
-class _CountSwallowedErrors(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.getMessage().startswith("Failed to rate limit"):
-            metrics.RATELIMIT_FAILURES.inc()
-        return True
-
-
-_counting_filter = _CountSwallowedErrors()
-
-
-def _user_rate() -> str:
-    rate: str = current_app.extensions["seckill"].settings.user_rate
-    return rate
+log = logging.getLogger("seckill.ratelimit")
 
 
 class UserRateLimit:
     def __init__(self) -> None:
-        self.limiter: Limiter | None = None
+        self.strategy: FixedWindowRateLimiter | None = None
+        self.items: list[RateLimitItem] = []
 
-    def init_app(self, app: Flask, pool: redis.ConnectionPool, key_prefix: str) -> None:
-        self.limiter = Limiter(
-            key_func=current_uid,
-            storage_uri="redis://",  # the pool below decides where; the scheme picks the class
-            storage_options=cast(dict[str, Any], {"connection_pool": pool}),
-            strategy="fixed-window",
-            key_prefix=key_prefix,
-            swallow_errors=True,
-            headers_enabled=False,
-        )
-        self.limiter.init_app(app)
-        logger = logging.getLogger("flask-limiter")
-        if _counting_filter not in logger.filters:
-            logger.addFilter(_counting_filter)
+    def init_app(self, app: Flask, pool: redis.ConnectionPool, key_prefix: str, rate: str) -> None:
+        storage = RedisStorage("redis://", connection_pool=pool, key_prefix=key_prefix)
+        self.strategy = FixedWindowRateLimiter(storage)
+        self.items = parse_many(rate)  # one EVALSHA each; the default is a single rate
         app.extensions["edge.user_rate_limit"] = self
+        Edge.of(app).add({RATE}, self.check)
 
-    def limit(self) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Decorator for a view that a user may call only ``SECKILL_USER_RATE`` times."""
-        if self.limiter is None:
-            raise RuntimeError("UserRateLimit.init_app must run before views are limited")
-        limited = self.limiter.limit(_user_rate, key_func=current_uid)
-
-        def decorate(view: Callable[..., Any]) -> Callable[..., Any]:
-            inner = limited(view)
-
-            @functools.wraps(view)
-            def guarded(*args: Any, **kwargs: Any) -> Any:
-                # flask-limiter swallows a key function's error (swallow_errors) and would let
-                # the request through unlimited: check for the user *before* it runs, so a
-                # wiring mistake fails closed (500) instead of open.
-                current_uid()
-                return inner(*args, **kwargs)
-
-            return guarded
-
-        return decorate
-
-
-def rate_limited(exc: RateLimitExceeded) -> errors.RateLimited:
-    """Turn flask-limiter's exception into the contract's 429 body with ``Retry-After``.
-
-    Retry-After is the limit's window (a fixed window resets within it), known without
-    another Redis round trip.
-    """
-    window = exc.limit.limit.get_expiry() if exc.limit is not None else 1
-    return errors.RateLimited(retry_after=max(1, math.ceil(window)))
+    def check(self, passage: Passage) -> None:
+        assert self.strategy is not None
+        uid = passage.require_uid()
+        endpoint = passage.request.endpoint or ""
+        for item in self.items:
+            try:
+                # Per user and per endpoint: a buyer's URL requests and purchases count apart.
+                allowed = self.strategy.hit(item, "user", uid, endpoint)
+            except redis.RedisError as exc:
+                metrics.RATELIMIT_FAILURES.inc()
+                log.warning("rate limit not checked for %s (fails open): %s", uid, exc)
+                return
+            if not allowed:
+                # A fixed window resets within its length: an upper bound known without Redis.
+                raise errors.RateLimited(retry_after=max(1, math.ceil(item.get_expiry())))

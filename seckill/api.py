@@ -9,7 +9,6 @@ import orjson
 from flask import Blueprint, Response, current_app, g, request
 
 import edge
-from edge.ratelimit import UserRateLimit
 from seckill import catalog, db, errors, metrics
 from seckill.activities import (
     MAX_TOTAL,
@@ -55,9 +54,8 @@ def parse_quantity(body: Any, per_user_limit: int) -> int:
     return quantity
 
 
-def user_blueprint(rate_limit: UserRateLimit) -> Blueprint:
+def user_blueprint() -> Blueprint:
     bp = Blueprint("user", __name__)
-    per_user = rate_limit.limit()
 
     @bp.get("/seckill/time")
     def time_now() -> dict[str, Any]:
@@ -69,16 +67,14 @@ def user_blueprint(rate_limit: UserRateLimit) -> Blueprint:
         return found.public(now_ms())
 
     @bp.get("/seckill/url")
-    @per_user
-    @edge.filters(edge.USER, edge.WINDOW, edge.IN_STOCK)
+    @edge.filters(edge.USER, edge.WINDOW, edge.IN_STOCK, edge.RATE)
     def purchase_url() -> dict[str, Any]:
         activity: Activity = g.activity
         token, expires_at = _services().signer.sign(activity.id, edge.current_uid())
         return {"url": f"/seckill/{activity.id}/{token}/buy", "expires_at": expires_at}
 
     @bp.post("/seckill/<aid>/<token>/buy")
-    @per_user
-    @edge.filters(edge.USER, edge.WINDOW, edge.SOLD_OUT, edge.PURCHASE_URL)
+    @edge.filters(edge.USER, edge.WINDOW, edge.SOLD_OUT, edge.PURCHASE_URL, edge.RATE)
     def purchase(aid: str, token: str) -> dict[str, Any]:
         activity: Activity = g.activity
         quantity = parse_quantity(_json_body(allow_empty=True), activity.per_user_limit)

@@ -11,6 +11,7 @@ import redis
 import sqlalchemy as sa
 from flask import Flask, Response, g, request
 
+from edge import Edge
 from edge.errors import JsonErrors
 from edge.identity import Identity
 from edge.jsonio import OrjsonProvider
@@ -112,17 +113,20 @@ def create_app(config: Settings | Mapping[str, str] | None = None) -> Flask:
     def _start_clock() -> None:
         g.started = time.perf_counter()
 
-    # The edge, in the order of the request path (each registers one before_request hook).
+    # The edge: JSON errors and the body-size guard, then one chain whose filters are added
+    # in the order of the request path, cheapest first (see edge/__init__.py).
     JsonErrors().init_app(app)
+    Edge().init_app(app)
     Identity().init_app(app)
     SaleWindow().init_app(app)
     PurchaseUrls().init_app(app)
-    rate_limit = UserRateLimit()
-    rate_limit.init_app(app, services.pool, services.keys.rate_limit_prefix())
+    UserRateLimit().init_app(
+        app, services.pool, services.keys.rate_limit_prefix(), settings.user_rate
+    )
 
     from seckill.api import admin_blueprint, service_blueprint, user_blueprint
 
-    app.register_blueprint(user_blueprint(rate_limit))
+    app.register_blueprint(user_blueprint())
     app.register_blueprint(admin_blueprint())
     app.register_blueprint(service_blueprint())
 

@@ -54,8 +54,8 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
 
 
 def _rate(env: Mapping[str, str], name: str, default: str) -> str:
-    """A flask-limiter rate string, checked now: flask-limiter skips a limit it cannot parse
-    (it logs and lets every request through), so a typo would switch the limit off."""
+    """Rates in the limits/flask-limiter syntax (``5/second``, or ``5/second;100/minute``),
+    checked at start-up: a typo must stop the gateway, not switch the limit off."""
     raw = env.get(name) or default
     try:
         parse_many(raw)

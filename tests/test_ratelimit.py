@@ -1,4 +1,4 @@
-"""The per-user rate limit (flask-limiter on the real Valkey), keyed by the authenticated user,
+"""The per-user rate limit (``limits`` on the real Valkey), keyed by the authenticated user,
 on ``GET /seckill/url`` and the purchase; JSON 429 with Retry-After; fail-open when its Redis
 is gone, counted in ``seckill_ratelimit_failures_total``."""
 
@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from flask import Flask
-from flask_limiter.util import get_qualified_name
 from prometheus_client import REGISTRY
 
 import edge
@@ -84,22 +83,17 @@ def test_the_purchase_is_limited_too(limited, rds, prefix):
 
 
 def test_limited_views_all_authenticate_first(app):
-    """flask-limiter skips a limit whose key is empty, and runs default/blueprint limits before a
-    blueprint's own hooks. So: no default, application or blueprint limits at all, and every
-    view with a limit carries the ``user`` filter (identity sets the key before the limit)."""
-    limiter = app.extensions["edge.user_rate_limit"].limiter
-    manager = limiter.limit_manager
+    """A per-user limit needs its user: every view that asks for the rate filter also asks
+    for identity, and only the two contract endpoints are limited."""
     limited = set()
-    with app.app_context():  # the rate is read from the settings when limits are resolved
-        assert manager.default_limits == []
-        assert manager.application_limits == []
-        for name in app.blueprints:
-            assert manager.blueprint_limits(app, name) == []
-        for endpoint, view in app.view_functions.items():
-            if manager.decorated_limits(get_qualified_name(view)):
-                limited.add(endpoint)
-                assert edge.USER in getattr(view, "edge_filters", frozenset()), endpoint
+    for endpoint, view in app.view_functions.items():
+        wanted: frozenset[str] = getattr(view, "edge_filters", frozenset())
+        if edge.RATE in wanted:
+            limited.add(endpoint)
+            assert edge.USER in wanted, endpoint
     assert limited == {"user.purchase_url", "user.purchase"}
+    with pytest.raises(ValueError, match="needs the user filter"):
+        edge.filters(edge.RATE)
 
 
 def failures() -> float:
@@ -131,20 +125,20 @@ def test_fails_open_when_its_redis_is_gone(make_app, private_valkey):
 
 
 def test_a_limited_view_without_a_user_fails_closed(settings):
-    """Wiring mistake: a per-user limit on a view that never authenticates. flask-limiter
-    would skip (or, with swallow_errors, silently let through) a limit with no key; the guard
-    answers 500 instead, and never runs the view."""
+    """Wiring mistake: a rate-limited view that never authenticates (marked by hand, since
+    ``edge.filters`` refuses it). The limit has no key: the chain answers 500 and never runs
+    the view, rather than letting the request through unlimited."""
     from seckill.app import create_app
 
     application = create_app(settings)
-    rate_limit = application.extensions["edge.user_rate_limit"]
     ran: list[bool] = []
 
-    @application.get("/test-unauthenticated-limit")
-    @rate_limit.limit()
     def unauthenticated_view() -> dict[str, Any]:
         ran.append(True)
         return {"ok": True}
+
+    unauthenticated_view.edge_filters = frozenset({edge.RATE})  # type: ignore[attr-defined]
+    application.add_url_rule("/test-unauthenticated-limit", view_func=unauthenticated_view)
 
     response = application.test_client().get("/test-unauthenticated-limit")
     expect(response, 500, "internal")
