@@ -1,0 +1,77 @@
+"""A smoke run of the load-test harness (``python -m bench run``): seconds, tiny N.
+
+Checks that the harness works end to end (Valkey, the gateway and the hello baseline under
+real gunicorn, wrk with pre-minted tokens, the Redis counts, the report files) and that an
+open sale hands out exactly its units. The figures themselves are not asserted: benchmarks
+are not timed tests. Needs ``wrk`` (Debian/Ubuntu: ``apt-get install wrk``); CI installs it,
+so there a missing wrk is a failure, not a skip.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.servers import REPO_ROOT
+
+BUYERS = 200
+UNITS = 5
+
+
+def _need_wrk() -> None:
+    if shutil.which("wrk") is not None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail("wrk is not installed, and CI must run this smoke test: apt-get install wrk")
+    pytest.skip("wrk is not installed: apt-get install wrk (Debian/Ubuntu) to run the smoke")
+
+
+def test_harness_smoke_open_sale_hands_out_exactly_the_units(tmp_path: Path) -> None:
+    _need_wrk()
+    command = [
+        sys.executable, "-m", "bench", "run",
+        "--scenario", "open-sale", "--scenario", "sold-out",
+        "--buyers", str(BUYERS), "--units", str(UNITS), "--users", "2000",
+        "--duration", "2", "--rounds", "1", "--warmup", "0", "--settle", "0.1",
+        "--sale-timeout", "60", "--output-dir", str(tmp_path), "--name", "smoke",
+    ]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=240,
+                          check=False)
+    assert done.returncode == 0, f"harness failed:\n{done.stderr[-6000:]}"
+
+    data = json.loads((tmp_path / "smoke.json").read_text(encoding="utf-8"))
+    by_workload = {run["workload"]: run for run in data["runs"]}
+    assert set(by_workload) == {"hello", "sold-out", "open-sale"}
+
+    sale = by_workload["open-sale"]
+    assert not sale["failed"], sale["notes"]
+    checks = sale["checks"]
+    assert checks["winners"] == UNITS
+    assert checks["ok"] == UNITS
+    assert checks["sold"] == UNITS
+    assert checks["remaining"] == 0
+    assert checks["orders"] == UNITS
+    assert checks["stats_sold"] == checks["stats_buyers"] == UNITS
+    # Every buyer sent exactly once, every one answered: 200 for the units, 410 for the rest.
+    result = sale["result"]
+    assert result["complete"] and result["answered"] == BUYERS and result["overrun"] == 0
+    assert result["statuses"] == {"200": UNITS, "410": BUYERS - UNITS}
+
+    flood = by_workload["sold-out"]
+    assert not flood["failed"], flood["notes"]
+    assert set(flood["result"]["statuses"]) == {"410"}
+    assert flood["result"]["requests"] > 0
+
+    report = (tmp_path / "smoke.md").read_text(encoding="utf-8")
+    assert "## Open sale: winners must equal the units" in report
+    assert f"| 1 | {BUYERS} | {UNITS} | {UNITS} | {UNITS} | {UNITS} | 0 | {UNITS} |" in report
+    assert "sold-out flood ≥ 0.8x the bare hello" in report
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert (tmp_path / "smoke.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
