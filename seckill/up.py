@@ -118,25 +118,6 @@ def _gunicorn_spec(
     )
 
 
-def _nginx_user(static_root: Path, run_dir: Path) -> tuple[str | None, str]:
-    """The ``user`` directive for this machine: none (nginx's default, workers as nobody)
-    unless we run as root and nobody could not read the page or use the run folder."""
-    from seckill.nginx import blocked_for_others
-
-    if os.geteuid() != 0:
-        return None, ""  # the workers run as we do
-    blocked = blocked_for_others([static_root, *sorted(static_root.iterdir()), run_dir])
-    if blocked is None:
-        return None, ""
-    reason = (
-        f"`seckill up` ran as root and {blocked} is closed to other accounts, so nginx's\n"
-        "workers (nobody) could not read the sale page or use their temp folders: for this\n"
-        "local run they are root. A production config (`seckill nginx render`) has no user\n"
-        "line; serve from folders the workers' account can read instead."
-    )
-    return "root", reason
-
-
 def _render_nginx(
     args: argparse.Namespace, binary: str, data_dir: Path, backends: list[str]
 ) -> tuple[Path, Path]:
@@ -146,7 +127,7 @@ def _render_nginx(
     run_dir = (data_dir / "nginx").resolve()
     nginx.prepare_run_dir(run_dir)
     static_root = nginx.default_static_root().resolve()
-    user, reason = _nginx_user(static_root, run_dir)
+    user, reason = nginx.worker_user(static_root, run_dir)
     if user is not None:
         log("nginx workers run as root: " + " ".join(reason.split()))
     options = nginx.NginxOptions(

@@ -63,10 +63,11 @@ async function syncClock() {
   }
   if (best !== null) {
     page.offsetMs = best.offset;
-    const skew = Math.round(serverNow() - Date.now());
-    $("offset").textContent =
-      `your clock is ${Math.abs(skew)} ms ${skew >= 0 ? "behind" : "ahead"} ` +
-      `(round trip ${Math.round(best.rtt)} ms)`;
+    const skew = serverNow() - Date.now();
+    const size = Math.abs(skew) < 1000
+      ? `${Math.round(Math.abs(skew))} ms` : `${(Math.abs(skew) / 1000).toFixed(1)} s`;
+    $("offset").textContent = `your clock is ${size} ${skew >= 0 ? "behind" : "ahead"}; ` +
+      `the countdown follows the shop's (round trip ${Math.round(best.rtt)} ms)`;
   } else {
     $("offset").textContent = "could not reach the shop's clock";
   }

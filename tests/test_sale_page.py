@@ -1,0 +1,196 @@
+"""The sale page in headless Chromium (Debian's ``chromium``, driven by Playwright for Python;
+no browser download), served by nginx from ``seckill up`` with everything real behind it.
+
+The browser's clock is set an hour behind: the countdown must follow the server's clock.
+Screenshots go to ``test-artifacts/`` (git-ignored; CI keeps them as artifacts).
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from seckill.activities import ms_from_iso
+from tests.conftest import iso
+from tests.servers import REPO_ROOT, require
+from tests.test_cli import call
+from tests.upstack import UpStack, running_up, user_token
+
+ARTIFACTS = REPO_ROOT / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--no-first-run", "--disable-sync",
+]
+BROWSER_CLOCK_SKEW = datetime.timedelta(hours=-1)
+
+
+def chromium() -> str:
+    found = shutil.which("chromium") or next(
+        (p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if Path(p).exists()), None
+    )
+    return require(found, "chromium", "sudo apt-get install -y chromium chromium-driver")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    executable = chromium()
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, \
+            sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            profile, executable_path=executable, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 760, "height": 600}, device_scale_factor=1,
+        )
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
+    # The default per-IP rate (20r/s): the page must live within it.
+    with running_up(tmp_path_factory.mktemp("up-page"), "--instances", "2",
+                    "--workers", "1") as running:
+        yield running
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    tab = browser.new_page()
+    tab.clock.set_system_time(datetime.datetime.now() + BROWSER_CLOCK_SKEW)
+    yield tab
+    tab.close()
+
+
+def purchases_of(tab: Any) -> list[str]:
+    """Every purchase POST the page sends, from now on."""
+    sent: list[str] = []
+    tab.on("request", lambda r: sent.append(r.url) if r.method == "POST" else None)
+    return sent
+
+
+def buy_over_http(stack: UpStack, aid: str, uid: str) -> dict[str, Any]:
+    token = user_token(uid)
+    status, issued = call(stack.port, "GET", f"/seckill/url?activity={aid}", token)
+    assert status == 200, issued
+    status, bought = call(stack.port, "POST", issued["url"], token)
+    assert status == 200, bought
+    return dict(bought)
+
+
+def screenshot(tab: Any, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / name
+    tab.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def test_countdown_then_one_purchase_confirmed(stack: UpStack, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    starts_at = iso(6)
+    aid = stack.create_activity(name="Phone X · flash sale", total=5, starts_at=starts_at)
+    opens = ms_from_iso(starts_at, "starts_at") / 1000
+    posts = purchases_of(page)
+    page.goto(f"{stack.base}/#activity={aid}&token={user_token('alice')}")
+
+    expect(page.locator("#name")).to_have_text("Phone X · flash sale")
+    expect(page.locator("#remaining")).to_have_text("5")
+    # Counting down from about six seconds, on the server's clock: the browser's, an hour
+    # behind, would say 01:00:06.
+    expect(page.locator("#countdown")).to_have_text(re.compile(r"Starts in 00:00:0[1-6]\.\d"))
+    expect(page.locator("#buy")).to_be_disabled()
+    assert page.evaluate("Date.now()") / 1000 < time.time() - 3000  # the skew is real
+    screenshot(page, "sale-page-countdown.png")
+
+    # The button enables when the server says the sale is open, not before.
+    page.wait_for_function("!document.getElementById('buy').disabled", timeout=20_000,
+                           polling=20)
+    enabled_at = time.time()
+    assert opens - 0.3 <= enabled_at <= opens + 2.0, (enabled_at - opens)
+    expect(page.locator("#countdown")).to_have_text("The sale is open!")
+
+    page.locator("#buy").dblclick()  # two clicks at once: one purchase
+    outcome = page.locator("#outcome")
+    expect(outcome).to_have_text(re.compile(r"^You got it! Order \S+\.$"))
+    order_id = outcome.inner_text().removeprefix("You got it! Order ").removesuffix(".")
+    expect(page.locator("#buy")).to_be_disabled()
+    # The orders worker stores it; the page polls until it says so.
+    expect(page.locator("#order")).to_have_text(f"Order {order_id}: confirmed", timeout=20_000)
+    expect(page.locator("#remaining")).to_have_text("4", timeout=10_000)
+    page.locator("#buy").click(force=True)  # a click on the disabled button does nothing
+    page.wait_for_timeout(500)
+    assert len(posts) == 1 and posts[0].endswith("/buy"), posts
+    screenshot(page, "sale-page.png")
+
+    rdb = redis.Redis.from_url(stack.redis_url(), decode_responses=True)
+    try:
+        assert rdb.hgetall(f"seckill:{{{aid}}}:buyers").keys() == {"alice"}
+    finally:
+        rdb.close()
+
+    # Back later: the page knows, and offers no second purchase.
+    page.reload()
+    expect(outcome).to_have_text(f"You already bought this one. Order {order_id}.")
+    expect(page.locator("#order")).to_have_text(f"Order {order_id}: confirmed")
+    expect(page.locator("#buy")).to_be_disabled()
+    page.wait_for_timeout(300)
+    assert len(posts) == 1, posts
+
+
+def test_a_sold_out_sale_says_so(stack: UpStack, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    aid = stack.create_activity(name="Last phone", total=1)
+    buy_over_http(stack, aid, "bob")
+    page.goto(f"{stack.base}/#activity={aid}&token={user_token('carol')}")
+    expect(page.locator("#countdown")).to_have_text("Sold out")
+    expect(page.locator("#state")).to_have_text("sold out")
+    expect(page.locator("#remaining")).to_have_text("0")
+    expect(page.locator("#buy")).to_be_disabled()
+    screenshot(page, "sale-page-sold-out.png")
+
+
+def test_sold_out_between_loading_and_clicking_is_said_in_words(
+    stack: UpStack, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    aid = stack.create_activity(name="One phone", total=1)
+    posts = purchases_of(page)
+    page.goto(f"{stack.base}/#activity={aid}&token={user_token('dave')}")
+    expect(page.locator("#buy")).to_be_enabled()
+    buy_over_http(stack, aid, "eve")  # the last unit goes while dave looks at the page
+    page.locator("#buy").click(timeout=2_000)  # the page refreshes only every 2 s
+    expect(page.locator("#outcome")).to_have_text("Sold out. Better luck next time.")
+    expect(page.locator("#buy")).to_be_disabled()
+    expect(page.locator("#countdown")).to_have_text("Sold out", timeout=10_000)
+    assert len(posts) <= 1, posts  # a URL refused at the edge, or one purchase refused by Lua
+
+
+def test_no_token_no_button(stack: UpStack, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    aid = stack.create_activity(name="Phone", total=3)
+    page.goto(f"{stack.base}/#activity={aid}")
+    expect(page.locator("#countdown")).to_have_text("The sale is open!")
+    expect(page.locator("#hint")).to_have_text("Enter a user token under Demo settings to buy.")
+    expect(page.locator("#buy")).to_be_disabled()
+    # Entered by hand instead.
+    page.locator("#setup summary").click()
+    page.locator("#token-input").fill(user_token("frank"))
+    page.locator("#apply").click()
+    expect(page.locator("#buy")).to_be_enabled()
+    page.locator("#buy").click()
+    expect(page.locator("#outcome")).to_have_text(re.compile(r"^You got it! Order \S+\.$"))
