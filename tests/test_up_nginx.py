@@ -29,7 +29,13 @@ import urllib3
 from seckill import nginx
 from tests.conftest import ADMIN
 from tests.servers import require_nginx
-from tests.test_cli import call, seckill, seckill_up, stop_and_check_nothing_is_left
+from tests.test_cli import (
+    alive,
+    call,
+    seckill,
+    seckill_up,
+    stop_and_check_nothing_is_left,
+)
 from tests.upstack import UpStack, running_up, up_env, user_token
 
 TIMEOUT = urllib3.Timeout(connect=5.0, read=20.0)
@@ -112,6 +118,23 @@ def test_up_puts_nginx_in_front_and_stops_clean(world_readable_tmp: Path) -> Non
                 assert body_429["error"] == "rate_limited" and headers["Retry-After"] == "1"
         assert statuses[429] >= 20 and statuses[200] >= 10, statuses  # burst 40, 13 used
         http.clear()
+
+        # kill -9 nginx's master: its workers (still holding the ports) go with the process
+        # group, and the supervisor starts nginx again on the same ports.
+        stack.remember_processes()
+        old_workers = front.children()
+        assert old_workers
+        front.kill()
+        deadline = time.monotonic() + 30
+        while "nginx restarted" not in stack.text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert re.search(r"nginx \(pid \d+\) exited with code -9 .*restarting", stack.text())
+        assert "nginx restarted" in stack.text(), stack.text()
+        assert not [p.pid for p in old_workers if alive(p)]
+        restarted = stack.nginx()
+        assert restarted is not None and restarted.pid != front.pid
+        time.sleep(1.1)  # the per-IP bucket refills
+        assert call(stack.port, "GET", "/seckill/time")[0] == 200
 
         stack.remember_processes()
         stop_and_check_nothing_is_left(stack.process, stack.log, stack.seen)
