@@ -233,7 +233,10 @@ def cmd_nginx_render(args: argparse.Namespace) -> int:
 
     options = nginx.NginxOptions(
         backends=args.backend, port=args.port, admin_port=args.admin_port,
-        ip_rate=args.ip_rate, run_dir=Path(args.run_dir),
+        ip_rate=args.ip_rate, ip_burst=args.ip_burst, ip_connections=args.ip_connections,
+        listen_host=args.listen, run_dir=Path(args.run_dir),
+        static_root=Path(args.static_root) if args.static_root else None,
+        read_timeout=args.read_timeout, access_log=args.access_log,
     )
     try:
         text = nginx.render(options)
@@ -298,6 +301,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help="operator port, on 127.0.0.1 (default 8081)")
     render.add_argument("--ip-rate", type=_ip_rate, default="20r/s",
                         help="per-client-IP rate, e.g. 20r/s, or off (default 20r/s)")
+    render.add_argument("--ip-burst", type=int, default=40,
+                        help="requests over the rate let through at once, per IP (default 40)")
+    render.add_argument("--ip-connections", type=_positive, default=50,
+                        help="open connections per IP (default 50)")
+    render.add_argument("--listen", default="0.0.0.0", metavar="HOST",
+                        help="address of the public listener (default 0.0.0.0)")
+    render.add_argument("--static-root", metavar="DIR",
+                        help="the sale page's folder (default: nginx/static of this package)")
+    render.add_argument("--read-timeout", type=_positive, default=10, metavar="SECONDS",
+                        help="how long an instance may take to answer (default 10)")
+    render.add_argument("--access-log", action="store_true",
+                        help="write <run-dir>/access.log (default: off)")
     render.add_argument("--run-dir", default="/tmp/seckill-nginx",
                         help="nginx's pid, logs and temp files (default /tmp/seckill-nginx)")
     render.add_argument("-o", "--output", help="file to write (default: standard output)")

@@ -170,6 +170,18 @@ def test_nginx_render_writes_a_config_nginx_accepts(tmp_path: Path) -> None:
     bad = seckill("nginx", "render", "--backend", "not-a-backend", env={})
     assert_one_line_error(bad, 2, "is not host:port")
 
+    static = tmp_path / "static"
+    static.mkdir()
+    tuned = seckill("nginx", "render", "--backend", "127.0.0.1:9001", "--listen", "127.0.0.2",
+                    "--ip-rate", "5r/s", "--ip-burst", "7", "--ip-connections", "3",
+                    "--read-timeout", "4", "--static-root", str(static), "--access-log",
+                    "--run-dir", str(tmp_path / "run"), env={})
+    assert tuned.returncode == 0, tuned.stderr
+    for line in ("listen 127.0.0.2:8080;", "rate=5r/s;", "limit_req zone=per_ip burst=7 nodelay;",
+                 "limit_conn per_ip_conn 3;", "proxy_read_timeout 4s;", f"root {static};",
+                 f"access_log {tmp_path / 'run'}/access.log;"):
+        assert line in tuned.stdout, line
+
 
 # -- seckill up ------------------------------------------------------------------------
 
