@@ -1,11 +1,15 @@
 -- cancel.lua: undo one live order atomically: the stock comes back, the buyer's slot is freed,
 -- the order is remembered as cancelled, and a cancel event follows the order on its stream
--- (so the orders worker applies it after the order itself, whatever the timing).
+-- (so the orders worker applies it after the order itself, whatever the timing). For a
+-- red-envelope grab, the packet itself goes back to the list, in the same step: it is never
+-- lost, and never handed out twice.
 --
--- KEYS[1]  seckill:{<aid>}:meta       hash (remaining, total, sold)
+-- KEYS[1]  seckill:{<aid>}:meta       hash (remaining, total, sold, kind, amount_given)
 -- KEYS[2]  seckill:{<aid>}:buyers     hash: user id -> order id ("|c" suffix once confirmed)
 -- KEYS[3]  seckill:{<aid>}:cancelled  hash: user id -> their latest cancelled order id
 -- KEYS[4]  seckill:{<aid>}:orders     stream
+-- KEYS[5]  seckill:{<aid>}:packets    list of unclaimed packets (kind "packets" only)
+-- KEYS[6]  seckill:{<aid>}:amounts    hash: user id -> amount of their live grab (packets)
 -- ARGV[1]  order id   ARGV[2] user id   ARGV[3] quantity   ARGV[4] activity id (data)
 --
 -- Returns:
@@ -14,13 +18,15 @@
 --   {"not_live"}                 the user's live order is another one (or none)
 --   {"uninitialized"}
 --   {"inconsistent", remaining, total}   giving the units back would exceed total: refused
+--   {"no_amount"}                a live grab whose amount is unknown: refused, nothing changes
 
-local meta = redis.call('HMGET', KEYS[1], 'remaining', 'total')
+local meta = redis.call('HMGET', KEYS[1], 'remaining', 'total', 'kind')
 if not meta[1] then
   return {'uninitialized'}
 end
 local remaining = tonumber(meta[1])
 local total = tonumber(meta[2])
+local packets = meta[3] == 'packets'
 local order_id, uid, qty = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
 local live = redis.call('HGET', KEYS[2], uid)
@@ -34,6 +40,15 @@ if live ~= order_id then
   return {'not_live'}
 end
 
+local amount = nil
+if packets then
+  amount = redis.call('HGET', KEYS[6], uid)
+  if not amount then
+    return {'no_amount'}
+  end
+  qty = 1
+end
+
 if remaining >= 0 then
   if remaining + qty > total then
     return {'inconsistent', remaining, total}
@@ -41,6 +56,11 @@ if remaining >= 0 then
   remaining = redis.call('HINCRBY', KEYS[1], 'remaining', qty)
 end
 redis.call('HINCRBY', KEYS[1], 'sold', -qty)
+if packets then
+  redis.call('RPUSH', KEYS[5], amount)
+  redis.call('HDEL', KEYS[6], uid)
+  redis.call('HINCRBY', KEYS[1], 'amount_given', '-' .. amount)
+end
 redis.call('HDEL', KEYS[2], uid)
 redis.call('HSET', KEYS[3], uid, order_id)
 local t = redis.call('TIME')

@@ -1,7 +1,8 @@
 -- purchase.lua: the single authority on one purchase. Atomic: Redis runs it alone.
 --
 -- KEYS[1]  seckill:{<aid>}:meta    hash: starts_ms, ends_ms, per_user_limit, remaining
---                                  (-1 = unlimited), sold (units), seq (order sequence)
+--                                  (-1 = unlimited), sold (units), seq (order sequence),
+--                                  kind (absent or "stock")
 -- KEYS[2]  seckill:{<aid>}:buyers  hash: user id -> order id (suffix "|c" once the orders
 --                                  worker has stored it in the database)
 -- KEYS[3]  seckill:{<aid>}:orders  stream of decided orders (never trimmed by length)
@@ -18,14 +19,19 @@
 --   {"insufficient_stock", remaining}  some left, fewer than asked
 --   {"bad_quantity", per_user_limit}
 --   {"uninitialized"}                  the meta hash is missing: Redis lost the activity
+--   {"wrong_kind", kind}               red-envelope packets are grabbed with grab.lua
 --
 -- The window is checked on Redis's clock (TIME), one clock for every gateway. The buyer
 -- check comes before the stock check so that a winner repeating the purchase after the
 -- sale sold out still learns their order id.
 
-local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'per_user_limit', 'remaining')
+local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'per_user_limit', 'remaining',
+  'kind')
 if not meta[1] then
   return {'uninitialized'}
+end
+if meta[5] and meta[5] ~= 'stock' then
+  return {'wrong_kind', meta[5]}
 end
 local starts_ms = tonumber(meta[1])
 local ends_ms = tonumber(meta[2])

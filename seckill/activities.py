@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from typing import Any
 
 import redis
 
-from seckill import errors
+from seckill import errors, packets
 from seckill.store import KeySpace, Scripts
 
 ACTIVITY_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -24,7 +25,15 @@ MAX_PER_USER = 10_000
 MAX_NAME = 200
 UNLIMITED = -1
 
-_CREATE_FIELDS = {"id", "name", "total", "starts_at", "ends_at", "per_user_limit", "kind"}
+STOCK = "stock"
+PACKETS = "packets"
+KINDS = (STOCK, PACKETS)
+
+_COMMON_FIELDS = {"id", "name", "starts_at", "ends_at", "kind"}
+_CREATE_FIELDS = {
+    STOCK: _COMMON_FIELDS | {"total", "per_user_limit"},
+    PACKETS: _COMMON_FIELDS | {"amount", "count"},
+}
 
 
 def now_ms() -> int:
@@ -93,7 +102,11 @@ class Activity:
     total: int | None  # None: unlimited
     remaining: int | None
     per_user_limit: int = 1
-    kind: str = "stock"
+    kind: str = STOCK
+    # packets: the amount split (cents; ``total`` is then the number of packets) and the
+    # split's seed (secret: it tells every packet's amount; never in a response or a log).
+    amount: int | None = None
+    seed: int | None = dataclasses.field(default=None, repr=False)
 
     def state(self, at_ms: int) -> str:
         if at_ms >= self.ends_ms:
@@ -105,7 +118,7 @@ class Activity:
         return "open"
 
     def public(self, at_ms: int) -> dict[str, Any]:
-        return {
+        body = {
             "id": self.id,
             "name": self.name,
             "kind": self.kind,
@@ -116,16 +129,24 @@ class Activity:
             "per_user_limit": self.per_user_limit,
             "state": self.state(at_ms),
         }
+        if self.kind == PACKETS:
+            body["amount"] = self.amount
+            body["count"] = self.total
+        return body
 
     def redis_fields(self, created_ms: int) -> list[str | int]:
         total = UNLIMITED if self.total is None else self.total
         remaining = UNLIMITED if self.remaining is None else self.remaining
-        return [
+        fields: list[str | int] = [
             "name", self.name, "kind", self.kind,
             "starts_ms", self.starts_ms, "ends_ms", self.ends_ms,
             "total", total, "remaining", remaining,
             "per_user_limit", self.per_user_limit, "sold", 0, "seq", 0, "created_ms", created_ms,
         ]
+        if self.kind == PACKETS:
+            assert self.amount is not None
+            fields += ["amount", self.amount, "amount_given", 0]
+        return fields
 
     @classmethod
     def from_redis(cls, aid: str, fields: dict[str, str]) -> Activity:
@@ -139,15 +160,23 @@ class Activity:
             total=None if total == UNLIMITED else total,
             remaining=None if remaining == UNLIMITED else remaining,
             per_user_limit=int(fields.get("per_user_limit", 1)),
-            kind=fields.get("kind", "stock"),
+            kind=fields.get("kind", STOCK),
+            amount=int(fields["amount"]) if "amount" in fields else None,
         )
 
 
-def parse_new_activity(body: Any, at_ms: int | None = None) -> Activity:
-    """Validate an operator's ``POST /admin/activities`` body; raise BadRequest on anything off."""
+def parse_new_activity(body: Any, at_ms: int | None = None, seed: int | None = None) -> Activity:
+    """Validate an operator's ``POST /admin/activities`` body; raise BadRequest on anything off.
+
+    A packets activity gets a fresh secret seed for its split (``seed`` is for tests)."""
     if not isinstance(body, dict):
         raise errors.BadRequest("the body must be a JSON object")
-    unknown = sorted(set(body) - _CREATE_FIELDS)
+    kind = body.get("kind", STOCK)
+    if kind not in KINDS:
+        raise errors.BadRequest(f"kind must be 'stock' or 'packets' (got {str(kind)[:40]!r})",
+                                field="kind")
+    _refuse_other_kinds_fields(body, kind)
+    unknown = sorted(set(body) - _CREATE_FIELDS[kind])
     if unknown:
         raise errors.BadRequest(f"unknown fields: {', '.join(unknown)}", fields=unknown)
     aid = body.get("id")
@@ -161,15 +190,25 @@ def parse_new_activity(body: Any, at_ms: int | None = None) -> Activity:
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME:
         raise errors.BadRequest(f"name must be a non-empty string of at most {MAX_NAME} characters",
                                 field="name")
-    kind = body.get("kind", "stock")
-    if kind != "stock":
-        raise errors.BadRequest(f"kind must be 'stock' (got {kind!r})", field="kind")
-    if "total" not in body:
-        raise errors.BadRequest("total is required (an integer >= 0, or null for unlimited)",
-                                field="total")
-    total = _int_field(body, "total", None, 0, MAX_TOTAL, nullable=True)
-    per_user = _int_field(body, "per_user_limit", 1, 1, MAX_PER_USER)
-    assert per_user is not None
+    amount: int | None = None
+    if kind == PACKETS:
+        amount = _int_field(body, "amount", None, 1, packets.MAX_AMOUNT)
+        total = _int_field(body, "count", None, 1, packets.MAX_PACKETS)
+        assert amount is not None and total is not None
+        if amount < total:
+            raise errors.BadRequest(
+                f"amount ({amount} cents) must be at least count ({total}): every packet holds "
+                "at least 1 cent", field="amount")
+        per_user = 1
+        seed = packets.new_seed() if seed is None else seed
+    else:
+        if "total" not in body:
+            raise errors.BadRequest("total is required (an integer >= 0, or null for unlimited)",
+                                    field="total")
+        total = _int_field(body, "total", None, 0, MAX_TOTAL, nullable=True)
+        per_user_limit = _int_field(body, "per_user_limit", 1, 1, MAX_PER_USER)
+        assert per_user_limit is not None
+        per_user, seed = per_user_limit, None
     starts_ms = ms_from_iso(body.get("starts_at"), "starts_at")
     ends_ms = ms_from_iso(body.get("ends_at"), "ends_at")
     if ends_ms <= starts_ms:
@@ -179,7 +218,24 @@ def parse_new_activity(body: Any, at_ms: int | None = None) -> Activity:
     return Activity(
         id=aid, name=name, starts_ms=starts_ms, ends_ms=ends_ms,
         total=total, remaining=total, per_user_limit=per_user, kind=kind,
+        amount=amount, seed=seed,
     )
+
+
+def _refuse_other_kinds_fields(body: dict[str, Any], kind: str) -> None:
+    """Say which kind a misplaced field belongs to, rather than just "unknown field"."""
+    if kind == PACKETS:
+        for field in ("total", "per_user_limit"):
+            if field in body:
+                raise errors.BadRequest(
+                    f"{field} does not apply to kind 'packets': give amount (cents) and count "
+                    "(packets); each user grabs one packet", field=field)
+    else:
+        for field in ("amount", "count"):
+            if field in body:
+                raise errors.BadRequest(
+                    f"{field} applies to kind 'packets' only (add \"kind\": \"packets\")",
+                    field=field)
 
 
 class ActivityStore:
@@ -190,13 +246,43 @@ class ActivityStore:
         self.keys = keys
         self.scripts = scripts
 
-    def create(self, activity: Activity) -> bool:
-        """Warm a new activity into Redis; False if Redis already holds one with this id."""
-        return bool(
-            self.scripts.create_activity(
-                keys=[self.keys.meta(activity.id)], args=activity.redis_fields(now_ms())
+    def create(self, activity: Activity, progress: packets.Progress | None = None) -> bool:
+        """Warm a new activity into Redis; False if Redis already holds one with this id.
+
+        Packets are split and pushed first (``progress(done, total)`` follows the push), the
+        meta hash last: until it exists nobody can grab from a half-filled list."""
+        if activity.kind != PACKETS:
+            return bool(
+                self.scripts.create_activity(
+                    keys=[self.keys.meta(activity.id)], args=activity.redis_fields(now_ms())
+                )
             )
-        )
+        assert activity.amount is not None and activity.total is not None
+        assert activity.seed is not None
+        split = packets.split(activity.amount, activity.total, activity.seed)
+        return self.publish_packets(activity, split, activity.redis_fields(now_ms()), progress)
+
+    def publish_packets(
+        self, activity: Activity, unclaimed: list[int], fields: list[str | int],
+        progress: packets.Progress | None = None,
+    ) -> bool:
+        """Push ``unclaimed`` to a staging list, then rename it into place and write the meta
+        hash in one script (``lua/create_activity.lua``). False if the meta already exists."""
+        # A push cut short leaves the staging list to expire (STAGING_TTL_MS), never in use.
+        staging = self.keys.packets_staging(activity.id, secrets.token_hex(8))
+        packets.push(self.client, staging, unclaimed, progress)
+        created = int(self.scripts.create_activity(
+            keys=[self.keys.meta(activity.id), staging, self.keys.packets(activity.id)],
+            args=fields,
+        ))
+        if created < 0:
+            raise errors.SeckillError(
+                "the packets list was incomplete when it was to be published (a push cut short "
+                "or expired); nothing was created", activity=activity.id)
+        return created == 1
+
+    def exists(self, aid: str) -> bool:
+        return bool(self.client.exists(self.keys.meta(aid)))
 
     def load(self, aid: str) -> Activity | None:
         fields = self.client.hgetall(self.keys.meta(aid))

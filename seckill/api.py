@@ -80,13 +80,14 @@ def user_blueprint() -> Blueprint:
         quantity = parse_quantity(_json_body(allow_empty=True), activity.per_user_limit)
         services = _services()
         try:
-            bought = services.stock.purchase(activity.id, edge.current_uid(), quantity)
+            bought = services.stock.purchase(activity.id, edge.current_uid(), quantity,
+                                             activity.kind)
         except errors.SoldOut:
             services.cache.note_remaining(activity.id, 0)
             services.board.mark(activity.id)
             raise
         services.cache.note_remaining(activity.id, bought.remaining)
-        return {"status": "ok", "order_id": bought.order_id, "quantity": bought.quantity}
+        return bought.body()  # a packet's grab adds its amount
 
     @bp.get("/seckill/<aid>/order")
     @edge.filters(edge.USER)

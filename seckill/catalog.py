@@ -1,4 +1,5 @@
-"""Creating activities: the database first (the source of truth), then the stock into Redis."""
+"""Creating activities: the database first (the source of truth), then the stock into Redis
+(for red-envelope packets: the split, pushed in chunks, then the meta hash)."""
 
 from __future__ import annotations
 
@@ -7,20 +8,29 @@ import redis
 from seckill import errors
 from seckill.activities import Activity, ActivityStore
 from seckill.orders import OrderBook
+from seckill.packets import Progress
 
 
-def create_activity(book: OrderBook, store: ActivityStore, activity: Activity) -> None:
+def create_activity(
+    book: OrderBook, store: ActivityStore, activity: Activity, progress: Progress | None = None
+) -> None:
+    try:
+        held = store.exists(activity.id)
+    except redis.RedisError:
+        held = False  # said below, once the database has it
+    if held:
+        # Redis holds state for this id that the database does not know (a database reset
+        # under a live Redis): keep Redis's, refuse the new one.
+        raise errors.ActivityExists(activity=activity.id)
     book.save_activity(activity)  # 409 activity_exists if the database has it
     try:
-        warmed = store.create(activity)
+        store.create(activity, progress)
     except redis.RedisError as exc:
         # Stored but not warmed: the first request for it rebuilds it from the database.
         raise errors.Unavailable(
             "the activity is stored, but its stock could not be put into Redis yet; it will "
             "be on first use", activity=activity.id,
         ) from exc
-    if not warmed:
-        # Redis holds state for this id that the database does not know (a database reset
-        # under a live Redis): keep Redis's, refuse the new one.
-        book.delete_activity(activity.id)
-        raise errors.ActivityExists(activity=activity.id)
+    # If Redis had the activity by then, a request for it arrived while the stock (or the
+    # packets) was being pushed, and rebuilt it from the row just saved: the same activity,
+    # the same split, so there is nothing to undo.

@@ -109,18 +109,22 @@ def _store_failure(settings: Settings, exc: Exception) -> Failure:
     return Failure(f"cannot reach {where}: {type(exc).__name__}: {exc}{hint}")
 
 
-def _activity_body(args: argparse.Namespace) -> dict[str, Any]:
-    from seckill.activities import iso_from_ms, ms_from_iso, now_ms
-
+def _total(args: argparse.Namespace) -> int | None:
+    if args.total is None:
+        raise errors.BadRequest("--total is required for kind stock (a number or 'unlimited')")
     if args.total.strip().lower() == "unlimited":
-        total: int | None = None
-    else:
-        try:
-            total = int(args.total)
-        except ValueError:
-            raise errors.BadRequest(
-                f"total must be an integer or 'unlimited', got {args.total!r}", field="total"
-            ) from None
+        return None
+    try:
+        return int(args.total)
+    except ValueError:
+        raise errors.BadRequest(
+            f"total must be an integer or 'unlimited', got {args.total!r}", field="total"
+        ) from None
+
+
+def _activity_body(args: argparse.Namespace) -> dict[str, Any]:
+    from seckill.activities import PACKETS, iso_from_ms, ms_from_iso, now_ms
+
     if args.starts_at is not None:
         starts_at = args.starts_at
     else:
@@ -130,9 +134,19 @@ def _activity_body(args: argparse.Namespace) -> dict[str, Any]:
     else:
         ends_at = iso_from_ms(ms_from_iso(starts_at, "starts_at") + 1000 * args.duration)
     body: dict[str, Any] = {
-        "id": args.id, "name": args.name, "total": total,
-        "starts_at": starts_at, "ends_at": ends_at,
+        "id": args.id, "name": args.name, "starts_at": starts_at, "ends_at": ends_at,
     }
+    if args.kind == PACKETS:
+        # The admin API's validation says what is missing or misplaced.
+        body["kind"] = PACKETS
+        for option in ("amount", "count", "total", "per_user_limit"):
+            if getattr(args, option) is not None:
+                body[option] = getattr(args, option)
+        return body
+    for option in ("amount", "count"):
+        if getattr(args, option) is not None:
+            raise errors.BadRequest(f"--{option} is for --kind packets")
+    body["total"] = _total(args)
     if args.per_user_limit is not None:
         body["per_user_limit"] = args.per_user_limit
     return body
@@ -143,12 +157,16 @@ def cmd_activity_create(args: argparse.Namespace) -> int:
     import sqlalchemy as sa
 
     from seckill import catalog
-    from seckill.activities import now_ms, parse_new_activity
+    from seckill.activities import PACKETS, now_ms, parse_new_activity
+    from seckill.packets import ProgressBar
 
     activity = parse_new_activity(_activity_body(args))  # the admin API's validation
+    progress = None
+    if activity.kind == PACKETS:
+        progress = ProgressBar(sys.stderr, f"{activity.total} packets")
     with _services() as services:
         try:
-            catalog.create_activity(services.book, services.activities, activity)
+            catalog.create_activity(services.book, services.activities, activity, progress)
         except errors.ActivityExists:
             raise Failure(f"activity {activity.id!r} already exists") from None
         except (redis.RedisError, sa.exc.OperationalError) as exc:
@@ -176,6 +194,41 @@ def cmd_activity_show(args: argparse.Namespace) -> int:
         raise Failure(f"no activity {args.id!r}")
     print(json.dumps(activity.public(now_ms()), indent=2))
     return 0
+
+
+def cmd_activity_restock(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    import redis
+    import sqlalchemy as sa
+
+    from seckill.activities import MAX_TOTAL, is_activity_id, now_ms
+
+    if not is_activity_id(args.id):
+        raise errors.BadRequest(f"activity id must match [A-Za-z0-9_-]{{1,64}}, got {args.id!r}")
+    if abs(args.units) > MAX_TOTAL:
+        raise errors.BadRequest(f"units must be in -{MAX_TOTAL}..{MAX_TOTAL}")
+    with _services() as services:
+        try:
+            # The admin API's path: POST /admin/activities/<aid>/stock {"add": units}.
+            found = services.cache.get(args.id)
+            if found is None:
+                raise Failure(f"no activity {args.id!r}")
+            total, remaining = services.stock.restock(found.id, args.units)
+        except (redis.RedisError, sa.exc.OperationalError) as exc:
+            raise _store_failure(services.settings, exc) from None
+        except errors.InsufficientStock as exc:
+            raise Failure(f"{exc.code}: {exc.message}") from None
+    updated = dataclasses.replace(found, total=total, remaining=remaining)
+    print(json.dumps(updated.public(now_ms()), indent=2))
+    return 0
+
+
+def _units(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
 # -- seckill order cancel / seckill reconcile --------------------------------------------
@@ -323,7 +376,12 @@ def build_parser() -> argparse.ArgumentParser:
     create = verbs.add_parser("create", help="create an activity (the admin API's validation)")
     create.add_argument("--id", required=True)
     create.add_argument("--name", required=True)
-    create.add_argument("--total", required=True, help="units for sale, or 'unlimited'")
+    create.add_argument("--kind", choices=("stock", "packets"), default="stock",
+                        help="stock (units for sale, the default) or packets (red envelopes)")
+    create.add_argument("--total", help="stock: units for sale, or 'unlimited'")
+    create.add_argument("--amount", type=int, metavar="CENTS",
+                        help="packets: the amount to split, in cents")
+    create.add_argument("--count", type=int, help="packets: how many packets")
     starts = create.add_mutually_exclusive_group()
     starts.add_argument("--starts-at", help="ISO 8601 with an offset, e.g. 2026-11-21T12:00:00Z")
     starts.add_argument("--starts-in", type=int, metavar="SECONDS",
@@ -336,6 +394,12 @@ def build_parser() -> argparse.ArgumentParser:
     show = verbs.add_parser("show", help="print an activity")
     show.add_argument("id")
     show.set_defaults(handler=cmd_activity_show)
+    restock = verbs.add_parser(
+        "restock", help="add units to an activity's stock (negative: remove unsold units)"
+    )
+    restock.add_argument("id")
+    restock.add_argument("units", type=_units, help="units to add; e.g. 50, or -5")
+    restock.set_defaults(handler=cmd_activity_restock)
 
     order = commands.add_parser("order", help="operator actions on orders")
     order_verbs = order.add_subparsers(dest="verb", metavar="VERB", required=True)

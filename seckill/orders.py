@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from seckill import errors
-from seckill.activities import Activity, now_ms
+from seckill.activities import PACKETS, Activity, now_ms
 from seckill.schema import CANCELLED, CONFIRMED, activities, ensure_schema, orders
 
 
@@ -27,6 +27,7 @@ class OrderRow:
     user_id: str
     quantity: int
     created_ms: int
+    amount: int | None = None  # a packet's amount, cents (packets activities)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -36,6 +37,7 @@ class StoredOrder:
     user_id: str
     quantity: int
     status: str
+    amount: int | None = None
 
 
 def activity_of_order(order_id: str) -> str | None:
@@ -81,6 +83,9 @@ class OrderBook:
                         total=activity.total,
                         per_user_limit=activity.per_user_limit,
                         created_ms=now_ms(),
+                        amount=activity.amount,
+                        packet_count=activity.total if activity.kind == PACKETS else None,
+                        seed=activity.seed,
                     )
                 )
         except sa.exc.IntegrityError:
@@ -111,6 +116,8 @@ class OrderBook:
             remaining=None if row.total is None else int(row.total),
             per_user_limit=int(row.per_user_limit),
             kind=row.kind,
+            amount=None if row.amount is None else int(row.amount),
+            seed=None if row.seed is None else int(row.seed),
         )
 
     def activity_ids(self) -> set[str]:
@@ -157,6 +164,7 @@ class OrderBook:
                                 "status": CONFIRMED,
                                 "created_ms": r.created_ms,
                                 "stored_ms": stored,
+                                "amount": r.amount,
                             }
                             for r in waiting
                         ],
@@ -198,14 +206,11 @@ class OrderBook:
         self.ready()
         with self.engine.connect() as conn:
             row = conn.execute(
-                sa.select(
-                    orders.c.order_id, orders.c.activity_id, orders.c.user_id,
-                    orders.c.quantity, orders.c.status,
-                ).where(orders.c.order_id == order_id)
+                sa.select(*_STORED).where(orders.c.order_id == order_id)
             ).first()
         if row is None:
             return None
-        return StoredOrder(row[0], row[1], row[2], int(row[3]), row[4])
+        return _stored(row)
 
     def counts(self, aid: str) -> dict[str, int]:
         self.ready()
@@ -222,14 +227,20 @@ class OrderBook:
         self.ready()
         with self.engine.connect() as conn:
             rows = conn.execute(
-                sa.select(
-                    orders.c.order_id, orders.c.activity_id, orders.c.user_id,
-                    orders.c.quantity, orders.c.status,
-                )
+                sa.select(*_STORED)
                 .where(orders.c.activity_id == aid)
                 .order_by(orders.c.created_ms, orders.c.order_id)
             ).all()
-        return [StoredOrder(r[0], r[1], r[2], int(r[3]), r[4]) for r in rows]
+        return [_stored(r) for r in rows]
+
+
+_STORED = (orders.c.order_id, orders.c.activity_id, orders.c.user_id, orders.c.quantity,
+           orders.c.status, orders.c.amount)
+
+
+def _stored(row: Any) -> StoredOrder:
+    amount = None if row[5] is None else int(row[5])
+    return StoredOrder(row[0], row[1], row[2], int(row[3]), row[4], amount)
 
 
 def live_and_cancelled(

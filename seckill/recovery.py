@@ -7,7 +7,10 @@ without its AOF. The purchase script then answers ``uninitialized`` (never "sold
 * buyers: every live (confirmed) order, marked confirmed;
 * remaining: ``total - units held by live orders``; sold: the units held;
 * the latest cancelled order per user, so order status still says ``cancelled``;
-* the order sequence continues after the highest one stored.
+* the order sequence continues after the highest one stored;
+* red-envelope packets: the split is re-derived from the activity's seed; the list gets the
+  packets no live grab holds (the split's multiset minus the live grabs' amounts: a cancelled
+  grab's packet is back in it), the amounts hash and ``amount_given`` the live grabs'.
 
 Only one gateway rebuilds: a lock taken with ``SET NX PX`` and released with a compare-and-
 delete script (a slow rebuild whose lock expired cannot delete someone else's). The others
@@ -29,9 +32,9 @@ from typing import Any
 
 import redis
 
-from seckill import errors
-from seckill.activities import now_ms
-from seckill.orders import OrderBook, live_and_cancelled, order_seq
+from seckill import errors, packets
+from seckill.activities import PACKETS, Activity, ActivityStore, now_ms
+from seckill.orders import OrderBook, StoredOrder, live_and_cancelled, order_seq
 from seckill.store import CONFIRMED_SUFFIX, KeySpace, Scripts
 
 log = logging.getLogger("seckill.recovery")
@@ -49,6 +52,7 @@ class RebuildReport:
     sold: int
     buyers: int
     cancelled: int
+    amount_given: int | None = None
 
     def body(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -134,13 +138,18 @@ class Restorer:
         seq = max((order_seq(o.order_id) for o in stored), default=0)
 
         buyers_key, cancelled_key = self.keys.buyers(aid), self.keys.cancelled(aid)
+        amounts_key = self.keys.amounts(aid)
         pipe = self.client.pipeline(transaction=False)
-        pipe.delete(buyers_key, cancelled_key)
+        pipe.delete(buyers_key, cancelled_key, amounts_key)
         for chunk in _chunks([(u, o.order_id + CONFIRMED_SUFFIX) for u, o in live.items()]):
             pipe.hset(buyers_key, mapping=dict(chunk))
         cancelled_only = [(u, o.order_id) for u, o in cancelled.items() if u not in live]
         for chunk in _chunks(cancelled_only):
             pipe.hset(cancelled_key, mapping=dict(chunk))
+        if activity.kind == PACKETS:
+            grabbed = [(u, str(o.amount)) for u, o in live.items() if o.amount is not None]
+            for chunk in _chunks(grabbed):
+                pipe.hset(amounts_key, mapping=dict(chunk))
         pipe.execute()
 
         restored = dataclasses.replace(activity, remaining=remaining)
@@ -148,14 +157,23 @@ class Restorer:
         fields = _set_field(_set_field(fields, "sold", sold), "seq", seq)
         # Meta last: until it exists every purchase answers "uninitialized", so nobody can buy
         # against a half-restored buyer list.
-        created = self.scripts.create_activity(keys=[self.keys.meta(aid)], args=fields)
+        given: int | None = None
+        if activity.kind == PACKETS:
+            unclaimed, given = _unclaimed_packets(activity, list(live.values()))
+            fields = _set_field(_set_field(fields, "remaining", len(unclaimed)),
+                                "amount_given", given)
+            remaining = len(unclaimed)
+            store = ActivityStore(self.client, self.keys, self.scripts)
+            created = store.publish_packets(activity, unclaimed, fields)
+        else:
+            created = bool(self.scripts.create_activity(keys=[self.keys.meta(aid)], args=fields))
         log.warning(
-            "activity %s: Redis state %s from the database: remaining=%s sold=%d buyers=%d",
+            "activity %s: Redis state %s from the database: remaining=%s sold=%d buyers=%d%s",
             aid, "rebuilt" if created else "was already present, left", remaining, sold,
-            len(live),
+            len(live), "" if given is None else f" amount_given={given}",
         )
         return RebuildReport(aid, bool(created), activity.total, remaining, sold, len(live),
-                             len(cancelled_only))
+                             len(cancelled_only), given)
 
 
 def reconcile(restorer: Restorer, aid: str, repair: bool = False) -> dict[str, Any]:
@@ -175,10 +193,11 @@ def reconcile(restorer: Restorer, aid: str, repair: bool = False) -> dict[str, A
         return {"activity": aid, "action": "none",
                 "differences": {"database": "the database does not know this activity"}}
     pipe = client.pipeline(transaction=False)
-    pipe.hmget(keys.meta(aid), "total", "remaining", "sold")
+    pipe.hmget(keys.meta(aid), "total", "remaining", "sold", "amount_given")
     pipe.hlen(keys.buyers(aid))
     pipe.xlen(keys.orders(aid))
-    (total_raw, remaining_raw, sold_raw), buyers, backlog = pipe.execute()
+    pipe.llen(keys.packets(aid))
+    (total_raw, remaining_raw, sold_raw, given_raw), buyers, backlog, listed = pipe.execute()
     live, _ = live_and_cancelled(restorer.book.orders_of(aid))
     db_sold = sum(o.quantity for o in live.values())
     expected = {
@@ -189,6 +208,10 @@ def reconcile(restorer: Restorer, aid: str, repair: bool = False) -> dict[str, A
     }
     actual = {"total": int(total_raw), "remaining": int(remaining_raw),
               "sold": int(sold_raw or 0), "buyers": int(buyers)}
+    if activity.kind == PACKETS:
+        unclaimed, given = _unclaimed_packets(activity, list(live.values()))
+        expected.update(remaining=len(unclaimed), packets=len(unclaimed), amount_given=given)
+        actual.update(packets=int(listed), amount_given=int(given_raw or 0))
     differences = {
         name: {"redis": actual[name], "database": expected[name]}
         for name in expected if actual[name] != expected[name]
@@ -209,6 +232,24 @@ def reconcile(restorer: Restorer, aid: str, repair: bool = False) -> dict[str, A
             action = "rebuilt"
     return {"activity": aid, "action": action, "stream_backlog": int(backlog),
             "differences": differences}
+
+
+def _unclaimed_packets(activity: Activity, live: list[StoredOrder]) -> tuple[list[int], int]:
+    """The packets no live grab holds, in the split's order, and the amount the grabs hold."""
+    assert activity.amount is not None and activity.total is not None
+    if activity.seed is None:
+        raise errors.SeckillError("a packets activity without a seed cannot be rebuilt",
+                                  activity=activity.id)
+    split = packets.split(activity.amount, activity.total, activity.seed)
+    held = [o.amount for o in live if o.amount is not None]
+    if len(held) != len(live):
+        log.error("activity %s: %d live grabs have no amount in the database",
+                  activity.id, len(live) - len(held))
+    left, unknown = packets.unclaimed(split, held)
+    if unknown:
+        log.error("activity %s: live grabs hold amounts the split does not have: %s",
+                  activity.id, unknown[:20])
+    return left, sum(held)
 
 
 def _chunks(items: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:

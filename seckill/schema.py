@@ -25,6 +25,11 @@ activities = sa.Table(
     sa.Column("total", sa.BigInteger, nullable=True),  # NULL: unlimited
     sa.Column("per_user_limit", sa.Integer, nullable=False, server_default="1"),
     sa.Column("created_ms", sa.BigInteger, nullable=False),
+    # kind "packets": the amount split (cents), the number of packets (= total), and the
+    # split's seed: a rebuild re-derives every packet from these three.
+    sa.Column("amount", sa.BigInteger, nullable=True),
+    sa.Column("packet_count", sa.Integer, nullable=True),
+    sa.Column("seed", sa.BigInteger, nullable=True),
 )
 
 CONFIRMED = "confirmed"
@@ -41,7 +46,9 @@ orders = sa.Table(
     sa.Column("created_ms", sa.BigInteger, nullable=False),  # when the script decided it
     sa.Column("stored_ms", sa.BigInteger, nullable=False),  # when the worker committed it
     sa.Column("cancelled_ms", sa.BigInteger, nullable=True),
+    sa.Column("amount", sa.BigInteger, nullable=True),  # a packet's amount, cents
     sa.CheckConstraint("quantity >= 1", name="ck_seckill_orders_quantity"),
+    sa.CheckConstraint("amount IS NULL OR amount >= 1", name="ck_seckill_orders_amount"),
     sa.CheckConstraint("status IN ('confirmed', 'cancelled')", name="ck_seckill_orders_status"),
 )
 
@@ -59,13 +66,31 @@ sa.Index("ix_seckill_orders_activity", orders.c.activity_id, orders.c.status)
 
 
 def ensure_schema(engine: sa.Engine) -> None:
-    """Create the tables if missing. Several processes may race here at start-up; the loser's
-    "already exists" error is harmless, so one retry settles it."""
+    """Create the tables if missing, and add the nullable columns a database created by an
+    older version lacks. Several processes may race here at start-up; the loser's "already
+    exists" error is harmless, so one retry settles it."""
     for attempt in range(3):
         try:
             metadata.create_all(engine, checkfirst=True)
+            _add_missing_columns(engine)
             return
         except (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.OperationalError) as exc:
             if attempt == 2:
                 raise
             log.info("schema creation raced with another process (%s); checking again", exc)
+
+
+def _add_missing_columns(engine: sa.Engine) -> None:
+    inspector = sa.inspect(engine)
+    for table in metadata.sorted_tables:
+        present = {c["name"] for c in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name in present:
+                continue
+            if not column.nullable:
+                raise RuntimeError(f"{table.name} lacks the required column {column.name}")
+            kind = column.type.compile(dialect=engine.dialect)
+            log.warning("adding column %s.%s (%s) to an older database",
+                        table.name, column.name, kind)
+            with engine.begin() as conn:
+                conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}"))

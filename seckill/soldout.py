@@ -41,8 +41,9 @@ class SoldOutBoard:
         self.keys = keys
         self.ttl = ttl
         self.max_winners = max_winners
-        # aid -> (expires at, winners: uid -> order id, or None when too many to hold)
-        self._flags: dict[str, tuple[float, dict[str, str] | None]] = {}
+        # aid -> (expires at, winners: uid -> the 409's extra fields (order id, and a packet's
+        # amount), or None when too many to hold)
+        self._flags: dict[str, tuple[float, dict[str, dict[str, Any]] | None]] = {}
         # Also told when a flag is dropped (the activity cache forgets its stale copy).
         self.on_clear: list[Callable[[str | None], None]] = []
         self._stop = threading.Event()
@@ -61,9 +62,9 @@ class SoldOutBoard:
         entry = self._flags.get(aid)
         if entry is None or entry[0] <= time.monotonic() or entry[1] is None:
             return
-        order_id = entry[1].get(uid)
-        if order_id is not None:
-            raise errors.AlreadyPurchased(order_id=order_id)
+        won = entry[1].get(uid)
+        if won is not None:
+            raise errors.AlreadyPurchased(**won)
         raise errors.SoldOut()
 
     # -- learning and forgetting ---------------------------------------------------------
@@ -73,11 +74,19 @@ class SoldOutBoard:
         self.ensure_listening()
         if self.is_flagged(aid):
             return
-        winners: dict[str, str] | None = None
+        winners: dict[str, dict[str, Any]] | None = None
         try:
             if int(self.client.hlen(self.keys.buyers(aid))) <= self.max_winners:
-                raw: Any = self.client.hgetall(self.keys.buyers(aid))
-                winners = {uid: split_buyer_entry(v)[0] for uid, v in raw.items()}
+                pipe = self.client.pipeline(transaction=False)
+                pipe.hgetall(self.keys.buyers(aid))
+                pipe.hgetall(self.keys.amounts(aid))  # red-envelope packets: their amounts
+                raw, amounts = pipe.execute()
+                winners = {}
+                for uid, value in raw.items():
+                    won: dict[str, Any] = {"order_id": split_buyer_entry(value)[0]}
+                    if uid in amounts:
+                        won["amount"] = int(amounts[uid])
+                    winners[uid] = won
         except redis.RedisError as exc:
             log.warning("sold-out flag for %s without winners (%s)", aid, exc)
         self._flags[aid] = (time.monotonic() + self.ttl, winners)

@@ -1,4 +1,5 @@
-"""The stock decision: one EVALSHA of ``lua/purchase.lua`` per purchase, nothing else.
+"""The stock decision: one EVALSHA of ``lua/purchase.lua`` per purchase (``lua/grab.lua`` for a
+red-envelope grab), nothing else.
 
 Failure behaviour (fail closed): if the script's answer was not read (connection refused,
 timeout, pool exhausted), the purchase answers 503 ``unavailable``. The decision may or may not
@@ -18,7 +19,7 @@ import redis
 from redis.exceptions import NoScriptError
 
 from seckill import errors
-from seckill.activities import iso_from_ms
+from seckill.activities import PACKETS, STOCK, iso_from_ms
 from seckill.durability import Durability
 from seckill.orders import OrderBook, activity_of_order
 from seckill.recovery import Restorer
@@ -33,17 +34,30 @@ class Purchase:
     order_id: str
     quantity: int
     remaining: int | None  # None: unlimited
+    amount: int | None = None  # the packet grabbed, cents (packets activities)
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "status": "ok", "order_id": self.order_id, "quantity": self.quantity,
+        }
+        if self.amount is not None:
+            body["amount"] = self.amount
+        return body
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class OrderStatus:
     status: str
     order_id: str | None = None
+    amount: int | None = None
 
     def body(self) -> dict[str, Any]:
-        if self.order_id is None:
-            return {"status": self.status}
-        return {"status": self.status, "order_id": self.order_id}
+        body: dict[str, Any] = {"status": self.status}
+        if self.order_id is not None:
+            body["order_id"] = self.order_id
+        if self.amount is not None:
+            body["amount"] = self.amount
+        return body
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -55,9 +69,11 @@ class Stats:
     pending: int
     confirmed: int
     cancelled: int
+    amount: int | None = None  # packets: the amount split, and how much of it is grabbed
+    amount_given: int | None = None
 
     def body(self) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "total": self.total,
             "remaining": self.remaining,
             "sold": self.sold,
@@ -68,6 +84,10 @@ class Stats:
                 "cancelled": self.cancelled,
             },
         }
+        if self.amount is not None and self.amount_given is not None:
+            body["amount_given"] = self.amount_given
+            body["amount_left"] = self.amount - self.amount_given
+        return body
 
 
 class StockService:
@@ -119,12 +139,25 @@ class StockService:
             raise errors.Unavailable(detail=type(exc).__name__) from exc
         raise errors.Unavailable(detail="NoScriptError")
 
-    def purchase(self, aid: str, uid: str, quantity: int) -> Purchase:
-        keys, args = self.keys.activity_keys(aid), [uid, quantity, aid]
-        reply = self._run(self.scripts.purchase, keys, args)
-        if reply[0] == "uninitialized":
-            self._restore(aid)
-            reply = self._run(self.scripts.purchase, keys, args)
+    def purchase(self, aid: str, uid: str, quantity: int, kind: str = STOCK) -> Purchase:
+        """Buy units (``lua/purchase.lua``) or, for a packets activity, grab one packet
+        (``lua/grab.lua``). ``kind`` is what the caller's copy of the activity says; each script
+        checks it, and a copy that was wrong costs one more round trip, never a wrong sale."""
+        args = [uid, quantity, aid]
+        restored = False
+        reply: Any = None
+        for _ in range(3):  # at most one rebuild and one change of script
+            if kind == PACKETS:
+                reply = self._run(self.scripts.grab, self.keys.grab_keys(aid), args)
+            else:
+                reply = self._run(self.scripts.purchase, self.keys.activity_keys(aid), args)
+            if reply[0] == "uninitialized" and not restored:
+                self._restore(aid)
+                restored = True
+            elif reply[0] == "wrong_kind" and str(reply[1]) != kind:
+                kind = str(reply[1])
+            else:
+                break
         return _outcome(reply, quantity)
 
     def _restore(self, aid: str) -> None:
@@ -142,7 +175,8 @@ class StockService:
             pipe.hget(self.keys.buyers(aid), uid)
             pipe.hget(self.keys.cancelled(aid), uid)
             pipe.exists(self.keys.meta(aid))
-            live, cancelled, initialized = pipe.execute()
+            pipe.hget(self.keys.amounts(aid), uid)
+            live, cancelled, initialized, amount = pipe.execute()
         except redis.RedisError as exc:
             raise errors.Unavailable(detail=type(exc).__name__) from exc
         if not initialized and restore:
@@ -151,7 +185,8 @@ class StockService:
             return self.order_status(aid, uid, restore=False)
         if live is not None:
             order_id, confirmed = split_buyer_entry(str(live))
-            return OrderStatus("confirmed" if confirmed else "pending", order_id)
+            return OrderStatus("confirmed" if confirmed else "pending", order_id,
+                               None if amount is None else int(amount))
         if cancelled is not None:
             return OrderStatus("cancelled", str(cancelled))
         return OrderStatus("none")
@@ -185,9 +220,7 @@ class StockService:
             raise errors.Unavailable(detail=type(exc).__name__) from exc
         if db_status == CANCELLED:
             raise errors.AlreadyCancelled(order_id=order_id)
-        keys = [self.keys.meta(aid), self.keys.buyers(aid), self.keys.cancelled(aid),
-                self.keys.orders(aid)]
-        args = [order_id, uid, quantity, aid]
+        keys, args = self.keys.cancel_keys(aid), [order_id, uid, quantity, aid]
         reply = self._run(self.scripts.cancel, keys, args)
         if reply[0] == "uninitialized":
             self._restore(aid)
@@ -199,6 +232,9 @@ class StockService:
             log.error("refusing to cancel %s: remaining %s + %s would exceed total %s",
                       order_id, reply[1], quantity, reply[2])
             raise errors.SeckillError("cancelling would exceed the activity's total")
+        if outcome == "no_amount":
+            log.error("refusing to cancel %s: Redis does not know its packet's amount", order_id)
+            raise errors.SeckillError("the grab's amount is unknown; run seckill reconcile")
         if outcome != "ok":
             raise errors.SeckillError(f"unexpected script reply {outcome!r}")
         # The database row may not exist yet (order still pending): the worker applies the
@@ -244,9 +280,10 @@ class StockService:
 
     def stats(self, aid: str) -> Stats | None:
         pipe = self.client.pipeline(transaction=False)
-        pipe.hmget(self.keys.meta(aid), "total", "remaining", "sold")
+        pipe.hmget(self.keys.meta(aid), "total", "remaining", "sold", "kind", "amount",
+                   "amount_given")
         pipe.hlen(self.keys.buyers(aid))
-        (total_raw, remaining_raw, sold_raw), buyers = pipe.execute()
+        (total_raw, remaining_raw, sold_raw, kind, amount, given), buyers = pipe.execute()
         if total_raw is None:
             if not self.restorer.ensure(aid):
                 return None
@@ -261,6 +298,8 @@ class StockService:
             pending=max(0, int(buyers) - counts["confirmed"]),
             confirmed=counts["confirmed"],
             cancelled=counts["cancelled"],
+            amount=int(amount) if kind == PACKETS and amount is not None else None,
+            amount_given=int(given or 0) if kind == PACKETS else None,
         )
 
 
@@ -272,9 +311,13 @@ def _outcome(reply: list[Any], quantity: int) -> Purchase:
     kind = reply[0]
     if kind == "ok":
         remaining = int(reply[2])
-        return Purchase(str(reply[1]), quantity, None if remaining < 0 else remaining)
+        amount = int(reply[3]) if len(reply) > 3 else None
+        return Purchase(str(reply[1]), quantity, None if remaining < 0 else remaining, amount)
     if kind == "already_purchased":
-        raise errors.AlreadyPurchased(order_id=split_buyer_entry(str(reply[1]))[0])
+        order_id = split_buyer_entry(str(reply[1]))[0]
+        if len(reply) > 2 and reply[2] is not None:
+            raise errors.AlreadyPurchased(order_id=order_id, amount=int(reply[2]))
+        raise errors.AlreadyPurchased(order_id=order_id)
     if kind == "sold_out":
         raise errors.SoldOut()
     if kind == "insufficient_stock":

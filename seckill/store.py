@@ -80,6 +80,18 @@ class KeySpace:
     def cancelled(self, aid: str) -> str:
         return f"{self.prefix}:{{{aid}}}:cancelled"
 
+    def packets(self, aid: str) -> str:
+        """List: the unclaimed red-envelope packets (amounts in cents), grabbed from the left."""
+        return f"{self.prefix}:{{{aid}}}:packets"
+
+    def packets_staging(self, aid: str, token: str) -> str:
+        """Where packets are pushed before ``create_activity.lua`` renames them into place."""
+        return f"{self.prefix}:{{{aid}}}:packets-staging:{token}"
+
+    def amounts(self, aid: str) -> str:
+        """Hash: user id -> the amount of their live grab (packets activities)."""
+        return f"{self.prefix}:{{{aid}}}:amounts"
+
     def dead_letters(self, aid: str) -> str:
         return f"{self.prefix}:{{{aid}}}:dead"
 
@@ -88,6 +100,15 @@ class KeySpace:
 
     def activity_keys(self, aid: str) -> list[str]:
         return [self.meta(aid), self.buyers(aid), self.orders(aid)]
+
+    def grab_keys(self, aid: str) -> list[str]:
+        """The KEYS of ``lua/grab.lua``."""
+        return [*self.activity_keys(aid), self.packets(aid), self.amounts(aid)]
+
+    def cancel_keys(self, aid: str) -> list[str]:
+        """The KEYS of ``lua/cancel.lua``."""
+        return [self.meta(aid), self.buyers(aid), self.cancelled(aid), self.orders(aid),
+                self.packets(aid), self.amounts(aid)]
 
     def stock_returned_channel(self) -> str:
         """Pub/sub: an activity id is published here when units come back (cancel, restock),
@@ -103,6 +124,7 @@ class Scripts:
 
     def __init__(self, client: redis.Redis) -> None:
         self.purchase: Script = client.register_script(lua_source("purchase"))
+        self.grab: Script = client.register_script(lua_source("grab"))
         self.create_activity: Script = client.register_script(lua_source("create_activity"))
         self.cancel: Script = client.register_script(lua_source("cancel"))
         self.confirm: Script = client.register_script(lua_source("confirm"))

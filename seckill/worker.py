@@ -33,10 +33,11 @@ import redis
 import sqlalchemy as sa
 
 from seckill import metrics
-from seckill.activities import MAX_PER_USER, USER_ID, is_activity_id
+from seckill.activities import MAX_PER_USER, PACKETS, STOCK, USER_ID, is_activity_id
 from seckill.config import ConfigError, Settings
 from seckill.db import make_engine
 from seckill.orders import OrderBook, OrderRow, activity_of_order
+from seckill.packets import MAX_AMOUNT
 from seckill.store import KeySpace, Scripts, make_pool
 
 log = logging.getLogger("seckill.worker")
@@ -88,7 +89,28 @@ def parse_entry(stream_aid: str, fields: dict[str, str]) -> OrderRow | Cancel:
         raise Poison("quantity is not an integer") from None
     if not 1 <= quantity <= MAX_PER_USER:
         raise Poison(f"quantity {str(quantity)[:40]} is not in 1..{MAX_PER_USER}")
-    return OrderRow(order_id, stream_aid, user, quantity, at_ms)
+    return OrderRow(order_id, stream_aid, user, quantity, at_ms, _amount(fields, quantity))
+
+
+def _amount(fields: dict[str, str], quantity: int) -> int | None:
+    """A grab's packet amount: required (and >= 1 cent) for packets, optional otherwise."""
+    kind = fields.get("kind", STOCK)
+    if kind not in (STOCK, PACKETS):
+        raise Poison(f"unknown activity kind {kind[:40]!r}")
+    raw = fields.get("amount")
+    if raw is None:
+        if kind == PACKETS:
+            raise Poison("a grabbed packet without an amount")
+        return None
+    try:
+        amount = int(raw)
+    except ValueError:
+        raise Poison("amount is not an integer") from None
+    if not 1 <= amount <= MAX_AMOUNT:
+        raise Poison(f"amount {str(amount)[:40]} is not in 1..{MAX_AMOUNT}")
+    if kind == PACKETS and quantity != 1:
+        raise Poison("a grab is of exactly one packet")
+    return amount
 
 
 class StopFlag:

@@ -1,0 +1,75 @@
+-- grab.lua: the single authority on one red-envelope grab. Atomic: Redis runs it alone.
+--
+-- KEYS[1]  seckill:{<aid>}:meta     hash: kind ("packets"), starts_ms, ends_ms, remaining
+--                                   (packets left), sold (packets grabbed), amount_given
+--                                   (cents), seq (order sequence)
+-- KEYS[2]  seckill:{<aid>}:buyers   hash: user id -> order id ("|c" suffix once stored)
+-- KEYS[3]  seckill:{<aid>}:orders   stream of decided orders (the same stream as purchases)
+-- KEYS[4]  seckill:{<aid>}:packets  list of the unclaimed packets, in cents (pre-split)
+-- KEYS[5]  seckill:{<aid>}:amounts  hash: user id -> amount of their live grab, in cents
+-- ARGV[1]  user id (already validated by the edge)
+-- ARGV[2]  quantity (must be 1: one packet per user)
+-- ARGV[3]  activity id, written into the order id and the stream entry (data, not a key)
+--
+-- Returns a flat array, first element the outcome:
+--   {"ok", order_id, remaining, amount}       remaining: packets left; amount: cents
+--   {"already_purchased", order_id, amount}   idempotent repeat (order id may end in "|c")
+--   {"not_started", starts_ms, now_ms}
+--   {"ended"}
+--   {"sold_out"}                              no packet left
+--   {"bad_quantity", 1}
+--   {"wrong_kind", kind}                      not a packets activity (use purchase.lua)
+--   {"uninitialized"}                         the meta hash is missing: Redis lost it
+--
+-- The same order of checks as purchase.lua: window on Redis's clock (TIME), then the buyer
+-- (a winner repeating after the last packet went still learns their order and amount), then
+-- the packet. The list is the authority on what is left: a packet exists only in the list or
+-- in the amounts hash, never in both, never in neither (cancel.lua pushes it back). Amounts
+-- stay strings end to end, so no number formatting can alter them.
+
+local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'kind')
+if not meta[1] then
+  return {'uninitialized'}
+end
+if meta[3] ~= 'packets' then
+  return {'wrong_kind', meta[3] or 'stock'}
+end
+local starts_ms = tonumber(meta[1])
+local ends_ms = tonumber(meta[2])
+
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+if now_ms < starts_ms then
+  return {'not_started', starts_ms, now_ms}
+end
+if now_ms >= ends_ms then
+  return {'ended'}
+end
+
+local uid = ARGV[1]
+local existing = redis.call('HGET', KEYS[2], uid)
+if existing then
+  return {'already_purchased', existing, redis.call('HGET', KEYS[5], uid)}
+end
+
+if ARGV[2] ~= '1' then
+  return {'bad_quantity', 1}
+end
+
+local amount = redis.call('LPOP', KEYS[4])
+if not amount then
+  return {'sold_out'}
+end
+
+local remaining = redis.call('HINCRBY', KEYS[1], 'remaining', -1)
+redis.call('HINCRBY', KEYS[1], 'sold', 1)
+redis.call('HINCRBY', KEYS[1], 'amount_given', amount)
+local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+local order_id = string.format('%s-%013d-%06d', ARGV[3], now_ms, seq)
+redis.call('HSET', KEYS[2], uid, order_id)
+redis.call('HSET', KEYS[5], uid, amount)
+redis.call('XADD', KEYS[3], '*',
+  'type', 'purchase', 'kind', 'packets', 'order_id', order_id, 'activity', ARGV[3],
+  'user', uid, 'quantity', 1, 'amount', amount, 'ts', now_ms)
+return {'ok', order_id, remaining, amount}
