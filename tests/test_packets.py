@@ -21,8 +21,9 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 
-from seckill import db
+from seckill import db, errors
 from seckill.config import Settings
+from seckill.orders import OrderBook, OrderRow
 from seckill.packets import split
 from seckill.recovery import reconcile
 from seckill.schema import activities
@@ -495,3 +496,74 @@ def test_parse_entry_amounts() -> None:
                 _entry(amount="abc"), _entry(kind="lottery", amount="1")):
         with pytest.raises(Poison):
             parse_entry("pk", bad)
+
+
+# --- creation's edges: racing publishers, an incomplete push, an older database -------------
+
+
+def test_a_second_publisher_never_adds_packets(
+    app: Flask, client: FlaskClient, rds: redis.Redis, prefix: str, database_url: str,
+) -> None:
+    """A rebuild racing the creation (a request for the activity arrived during the push)
+    publishes the same split; whichever comes second changes nothing and leaves nothing."""
+    services = app.extensions["seckill"]
+    aid = _create(client, amount=1_000, count=20)["id"]
+    activity = services.book.load_activity(aid)
+    assert activity is not None and activity.seed is not None
+    packets = split(1_000, 20, activity.seed)
+    fields = activity.redis_fields(0)
+    assert services.activities.publish_packets(activity, packets, fields) is False
+    assert services.activities.create(activity) is False
+    assert int(rds.llen(_key(prefix, aid, "packets"))) == 20
+    assert not [k for k in keys_of(rds, prefix) if "staging" in k]
+
+    # An incomplete staging list (a push cut short) is never published.
+    rds.delete(_key(prefix, aid, "meta"))
+    with pytest.raises(errors.SeckillError, match="incomplete"):
+        services.activities.publish_packets(activity, packets[:-1], fields)
+    assert rds.exists(_key(prefix, aid, "meta")) == 0
+    assert not [k for k in keys_of(rds, prefix) if "staging" in k]
+    assert services.activities.publish_packets(activity, packets, fields) is True
+    assert [int(p) for p in rds.lrange(_key(prefix, aid, "packets"), 0, -1)] == packets
+
+
+def test_an_older_database_gets_the_new_columns(database_url: str) -> None:
+    """A database created before packets existed: the nullable columns are added at start-up
+    and its rows keep working."""
+    engine = db.make_engine(database_url)
+    old = sa.MetaData()
+    sa.Table("seckill_activities", old,
+             sa.Column("id", sa.String(64), primary_key=True),
+             sa.Column("name", sa.String(200), nullable=False),
+             sa.Column("kind", sa.String(16), nullable=False, server_default="stock"),
+             sa.Column("starts_ms", sa.BigInteger, nullable=False),
+             sa.Column("ends_ms", sa.BigInteger, nullable=False),
+             sa.Column("total", sa.BigInteger, nullable=True),
+             sa.Column("per_user_limit", sa.Integer, nullable=False, server_default="1"),
+             sa.Column("created_ms", sa.BigInteger, nullable=False))
+    sa.Table("seckill_orders", old,
+             sa.Column("order_id", sa.String(100), primary_key=True),
+             sa.Column("activity_id", sa.String(64), nullable=False),
+             sa.Column("user_id", sa.String(64), nullable=False),
+             sa.Column("quantity", sa.Integer, nullable=False),
+             sa.Column("status", sa.String(16), nullable=False),
+             sa.Column("created_ms", sa.BigInteger, nullable=False),
+             sa.Column("stored_ms", sa.BigInteger, nullable=False),
+             sa.Column("cancelled_ms", sa.BigInteger, nullable=True))
+    old.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(sa.text(
+            "INSERT INTO seckill_activities (id, name, kind, starts_ms, ends_ms, total, "
+            "per_user_limit, created_ms) VALUES ('old', 'Old', 'stock', 1, 2, 5, 1, 1)"))
+    book = OrderBook(engine).ready()
+    columns = {t: {c["name"] for c in sa.inspect(engine).get_columns(t)}
+               for t in ("seckill_activities", "seckill_orders")}
+    assert {"amount", "packet_count", "seed"} <= columns["seckill_activities"]
+    assert "amount" in columns["seckill_orders"]
+    loaded = book.load_activity("old")
+    assert loaded is not None and (loaded.total, loaded.amount, loaded.seed) == (5, None, None)
+    assert book.store_batch([OrderRow("old-0000000000001-000001", "old", "alice", 1, 1, 42)]) \
+        == set()
+    assert [(o.user_id, o.amount) for o in book.orders_of("old")] == [("alice", 42)]
+    OrderBook(engine).ready()  # a second start finds nothing to add
+    engine.dispose()
