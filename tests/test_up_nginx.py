@@ -27,6 +27,7 @@ import redis
 import urllib3
 
 from seckill import nginx
+from seckill.embedded import free_port
 from tests.conftest import ADMIN
 from tests.servers import require_nginx
 from tests.test_cli import (
@@ -167,8 +168,11 @@ def test_up_refuses_a_taken_admin_port(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         busy = taken.getsockname()[1]
-        result = seckill("up", "--port", str(busy + 1 if busy < 65535 else busy - 1),
-                         "--admin-port", str(busy), env=up_env(tmp_path / "data"))
+        port = free_port()
+        while port == busy:
+            port = free_port()
+        result = seckill("up", "--port", str(port), "--admin-port", str(busy),
+                         env=up_env(tmp_path / "data"))
     assert result.returncode == 2, result.stderr
     assert f"cannot listen on 127.0.0.1:{busy}" in result.stderr
 
