@@ -258,7 +258,7 @@ def run(args: argparse.Namespace) -> int:
             )
             admin_base = base
             shape = f"gunicorn directly, {args.workers} gevent worker(s)"
-            where = f"  Health:   {base}/healthz    Metrics: {base}/metrics\n"
+            where = f"  Health:    {base}/healthz    Metrics: {base}/metrics\n"
         else:
             backends = []
             for number in range(1, args.instances + 1):
@@ -283,9 +283,9 @@ def run(args: argparse.Namespace) -> int:
             )
             where = (
                 f"  Sale page: {base}/#activity=<id>&token=<user JWT>\n"
-                f"  Operator: {admin_base} (loopback only: /admin/, /metrics, /healthz)\n"
+                f"  Operator:  {admin_base} (loopback only: /admin/, /metrics, /healthz)\n"
                 f"  Instances: {instances}\n"
-                f"  nginx:    {conf} (logs in {run_dir})\n"
+                f"  nginx:     {conf} (logs in {run_dir})\n"
             )
 
         supervisor = Supervisor(specs)
@@ -296,10 +296,10 @@ def run(args: argparse.Namespace) -> int:
                 raise Stopping()
             print(
                 f"seckill is up on {base} ({shape})\n"
-                f"  Redis:    {redis_note}\n"
-                f"  Database: {redact_url(settings.database_url)}\n"
+                f"  Redis:     {redis_note}\n"
+                f"  Database:  {redact_url(settings.database_url)}\n"
                 + where
-                + "  Stop:     Ctrl-C\n\n"
+                + "  Stop:      Ctrl-C\n\n"
                 + try_it(settings, base, embedded_url, admin_base,
                          page=nginx_bin is not None),
                 flush=True,
