@@ -10,8 +10,10 @@
 -- ARGV[1]  user id (already validated by the edge)
 -- ARGV[2]  quantity (must be 1: one packet per user)
 -- ARGV[3]  activity id, written into the order id and the stream entry (data, not a key)
+-- KEYS[6..], ARGV[4..]  the per-user rate limit's counters and rates (include/rate_limit.lua)
 --
 -- Returns a flat array, first element the outcome:
+--   {"rate_limited", ms}                      over SECKILL_USER_RATE: nothing else was done
 --   {"ok", order_id, remaining, amount}       remaining: packets left; amount: cents
 --   {"already_purchased", order_id, amount}   idempotent repeat (order id may end in "|c")
 --   {"not_started", starts_ms, now_ms}
@@ -26,6 +28,8 @@
 -- the packet. The list is the authority on what is left: a packet exists only in the list or
 -- in the amounts hash, never in both, never in neither (cancel.lua pushes it back). Amounts
 -- stay strings end to end, so no number formatting can alter them.
+
+-- @include rate_limit
 
 local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'kind')
 if not meta[1] then

@@ -9,8 +9,10 @@
 -- ARGV[1]  user id (already validated by the edge)
 -- ARGV[2]  quantity (integer >= 1, already validated against the cached limit)
 -- ARGV[3]  activity id, written into the order id and the stream entry (data, not a key)
+-- KEYS[4..], ARGV[4..]  the per-user rate limit's counters and rates (include/rate_limit.lua)
 --
 -- Returns a flat array, first element the outcome:
+--   {"rate_limited", ms}               over SECKILL_USER_RATE: nothing else was done
 --   {"ok", order_id, remaining}        remaining is -1 for unlimited stock
 --   {"already_purchased", order_id}    idempotent repeat: the earlier order (may end in "|c")
 --   {"not_started", starts_ms, now_ms}
@@ -24,6 +26,8 @@
 -- The window is checked on Redis's clock (TIME), one clock for every gateway. The buyer
 -- check comes before the stock check so that a winner repeating the purchase after the
 -- sale sold out still learns their order id.
+
+-- @include rate_limit
 
 local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'per_user_limit', 'remaining',
   'kind')

@@ -72,6 +72,7 @@ class Services:
             stock=StockService(
                 client, keys, scripts, book, restorer,
                 Durability(settings.durability, settings.durability_timeout_ms),
+                rates=settings.purchase_rates,
             ),
             signer=PurchaseUrlSigner(settings.secret_keys, settings.url_ttl, settings.clock_skew),
             engine=engine,

@@ -170,6 +170,11 @@ class Settings:
         return settings
 
     @property
+    def purchase_rates(self) -> list[tuple[int, int]]:
+        """``SECKILL_USER_RATE`` as (limit, window in ms) pairs, for the purchase script."""
+        return [(item.amount, item.get_expiry() * 1000) for item in parse_many(self.user_rate)]
+
+    @property
     def socket_timeout(self) -> float:
         """Reads must outlast a WAITAOF: on an ``everysec`` server the fsync can take a second."""
         if self.durability == "none":

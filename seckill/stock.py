@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
+from collections.abc import Sequence
 from typing import Any
 
 import redis
@@ -99,6 +101,7 @@ class StockService:
         book: OrderBook,
         restorer: Restorer,
         durability: Durability,
+        rates: Sequence[tuple[int, int]] = (),
     ) -> None:
         self.client = client
         self.keys = keys
@@ -106,6 +109,9 @@ class StockService:
         self.book = book
         self.restorer = restorer
         self.durability = durability
+        # The per-user purchase limit, (limit, window ms) per rate, counted by the purchase
+        # script itself (lua/include/rate_limit.lua): the purchase stays one round trip.
+        self.rates = tuple(rates)
 
     # -- the decision ------------------------------------------------------------------
 
@@ -143,14 +149,19 @@ class StockService:
         """Buy units (``lua/purchase.lua``) or, for a packets activity, grab one packet
         (``lua/grab.lua``). ``kind`` is what the caller's copy of the activity says; each script
         checks it, and a copy that was wrong costs one more round trip, never a wrong sale."""
-        args = [uid, quantity, aid]
+        args: list[Any] = [uid, quantity, aid]
+        rate_keys = [self.keys.purchase_rate(aid, uid, window) for _, window in self.rates]
+        rate_args = [n for rate in self.rates for n in rate]
         restored = False
         reply: Any = None
         for _ in range(3):  # at most one rebuild and one change of script
             if kind == PACKETS:
-                reply = self._run(self.scripts.grab, self.keys.grab_keys(aid), args)
+                keys = self.keys.grab_keys(aid)
+                reply = self._run(self.scripts.grab, keys + rate_keys, args + rate_args)
             else:
-                reply = self._run(self.scripts.purchase, self.keys.activity_keys(aid), args)
+                keys = self.keys.activity_keys(aid)
+                reply = self._run(self.scripts.purchase, keys + rate_keys, args + rate_args)
+            rate_keys, rate_args = [], []  # a retry of this attempt is not counted again
             if reply[0] == "uninitialized" and not restored:
                 self._restore(aid)
                 restored = True
@@ -320,6 +331,8 @@ def _outcome(reply: list[Any], quantity: int) -> Purchase:
         raise errors.AlreadyPurchased(order_id=order_id)
     if kind == "sold_out":
         raise errors.SoldOut()
+    if kind == "rate_limited":
+        raise errors.RateLimited(retry_after=max(1, math.ceil(int(reply[1]) / 1000)))
     if kind == "insufficient_stock":
         raise errors.InsufficientStock(remaining=int(reply[1]))
     if kind == "not_started":

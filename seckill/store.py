@@ -31,7 +31,16 @@ def resource_dir(name: str) -> Path:
 
 @functools.cache
 def lua_source(name: str) -> str:
-    return (resource_dir("lua") / f"{name}.lua").read_text(encoding="utf-8")
+    """A script's text, with each ``-- @include <part>`` line replaced by ``lua/include/<part>.lua``
+    (Redis runs one chunk per script; this is how two scripts share one piece of Lua)."""
+    folder = resource_dir("lua")
+    lines = []
+    for line in (folder / f"{name}.lua").read_text(encoding="utf-8").splitlines():
+        if line.startswith("-- @include "):
+            part = line.removeprefix("-- @include ").strip()
+            line = (folder / "include" / f"{part}.lua").read_text(encoding="utf-8").rstrip()
+        lines.append(line)
+    return "\n".join(lines) + "\n"
 
 
 def make_pool(settings: Settings) -> redis.BlockingConnectionPool:
@@ -100,6 +109,10 @@ class KeySpace:
 
     def activity_keys(self, aid: str) -> list[str]:
         return [self.meta(aid), self.buyers(aid), self.orders(aid)]
+
+    def purchase_rate(self, aid: str, uid: str, window_ms: int) -> str:
+        """A user's purchase counter for one fixed window (lua/include/rate_limit.lua)."""
+        return f"{self.prefix}:{{{aid}}}:rate:{uid}:{window_ms}"
 
     def grab_keys(self, aid: str) -> list[str]:
         """The KEYS of ``lua/grab.lua``."""

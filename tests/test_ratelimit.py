@@ -84,14 +84,14 @@ def test_the_purchase_is_limited_too(limited, rds, prefix):
 
 def test_limited_views_all_authenticate_first(app):
     """A per-user limit needs its user: every view that asks for the rate filter also asks
-    for identity, and only the two contract endpoints are limited."""
+    for identity. The edge limits URL issuance; the purchase is limited inside its script."""
     limited = set()
     for endpoint, view in app.view_functions.items():
         wanted: frozenset[str] = getattr(view, "edge_filters", frozenset())
         if edge.RATE in wanted:
             limited.add(endpoint)
             assert edge.USER in wanted, endpoint
-    assert limited == {"user.purchase_url", "user.purchase"}
+    assert limited == {"user.purchase_url"}
     with pytest.raises(ValueError, match="needs the user filter"):
         edge.filters(edge.RATE)
 
@@ -118,8 +118,10 @@ def test_fails_open_when_its_redis_is_gone(make_app, private_valkey):
     body = expect(client.get(f"/seckill/url?activity={aid}", headers=headers), 200)
     assert body["url"].startswith(f"/seckill/{aid}/")
     assert failures() == before + 1
+    # The purchase's own limit is counted by the purchase script: with Redis gone there is no
+    # decision at all, and it fails closed.
     expect(client.post(url, headers=headers), 503, "unavailable")
-    assert failures() == before + 2
+    assert failures() == before + 1
     metrics = client.get("/metrics").get_data(as_text=True)
     assert "seckill_ratelimit_failures_total" in metrics
 
@@ -144,3 +146,24 @@ def test_a_limited_view_without_a_user_fails_closed(settings):
     expect(response, 500, "internal")
     assert ran == []
     application.extensions["seckill"].close()
+
+
+def test_the_purchase_limit_is_counted_in_the_purchase_round_trip(limited, rds, prefix):
+    """One EVALSHA per purchase attempt, rate limit included; the counter is the activity's
+    (same hash tag) and expires with its window; Retry-After comes from that window."""
+    client = limited.test_client()
+    aid = create_activity(client)["id"]
+    headers = user_headers("carol")
+    url = expect(client.get(f"/seckill/url?activity={aid}", headers=headers), 200)["url"]
+    before = {k: v["calls"] for k, v in rds.info("commandstats").items()}
+    expect(client.post(url, headers=headers), 200)
+    after = {k: v["calls"] for k, v in rds.info("commandstats").items()}
+    assert after["cmdstat_evalsha"] - before["cmdstat_evalsha"] == 1
+    counter = f"{prefix}:{{{aid}}}:rate:carol:60000"
+    assert rds.get(counter) == "1"
+    assert 0 < rds.pttl(counter) <= 60000
+    for _ in range(2):
+        expect(client.post(url, headers=headers), 409, "already_purchased")
+    retry_after = assert_rate_limited(client.post(url, headers=headers))
+    assert retry_after <= 60
+    assert rds.get(counter) == "4"
