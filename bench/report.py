@@ -28,6 +28,7 @@ class Report:
     memory: MemoryResult | None = None
     problems: dict[str, list[str]] = field(default_factory=dict)
     note: str = ""
+    code: str = ""
     rounds: int = 0
     elapsed: float = 0.0
 
@@ -196,6 +197,8 @@ def render(report: Report) -> str:
         f"took {report.elapsed / 60:.1f} min)",
         "",
         *([f"Note: {report.note}", ""] if report.note else []),
+        f"Code: {report.code}",
+        "",
         f"Machine: {report.machine}; `wrk` {report.wrk}.",
         "",
         report.settings,
@@ -270,15 +273,16 @@ def render(report: Report) -> str:
 def alternatives_section(report: Report) -> list[str]:
     designs = [("read-then-decrement, not atomic", "unsafe", "oversell-unsafe"),
                ("`SET NX PX` lock around read + decrement", "lock", "oversell-lock"),
-               ("our script (one EVALSHA)", "seed", "oversell-script")]
+               ("our script, `lua/purchase.lua` (one EVALSHA)", "script", "oversell-script"),
+               ("the seed's script (the baseline)", "seed", "")]
     if not any(report.of(a) or report.of(b) for _, a, b in designs):
         return []
     out = ["", "## Alternative designs (minimal endpoints, no edge, same server)", "",
            "In stock: distinct users, large stock, timed runs. Oversold: a counted sale of "
            "distinct buyers on few units; oversold = units sold beyond the total, per round.",
            "",
-           "| design | req/s in stock | vs the script | p99 ms | round trips / purchase | sale "
-           "(buyers on units) | oversold per round | 503 busy per round | sale req/s |",
+           "| design | req/s in stock | vs the seed's script | p99 ms | round trips / purchase "
+           "| sale (buyers on units) | oversold per round | 503 busy per round | sale req/s |",
            "|---|---:|---:|---:|---:|---|---|---|---:|"]
     for label, timed, sale in designs:
         t, s = report.of(timed), report.of(sale)
@@ -393,6 +397,7 @@ def dump_json(report: Report, path: Path) -> None:
     payload = {
         "command": report.command, "started": report.started, "machine": report.machine,
         "wrk": report.wrk, "settings": report.settings, "note": report.note,
+        "code": report.code,
         "runs": [run_dict(r) for r in report.runs], "rss": report.rss,
         "rss_idle": report.rss_idle,
         "memory": None if report.memory is None else asdict(report.memory),

@@ -106,8 +106,10 @@ def server_env(valkey: EmbeddedValkey, folder: Path, name: str, workers: int,
 
 @contextlib.contextmanager
 def started(names: list[str], workers: int, worker_connections: int,
-            appendfsync: str = "always") -> Iterator[Stack]:
-    """Valkey and the named servers, up until the block ends."""
+            appendfsync: str = "always",
+            gateway_env: dict[str, str] | None = None) -> Iterator[Stack]:
+    """Valkey and the named servers, up until the block ends. ``gateway_env`` is added to
+    the gateway's environment (experiments: ``SECKILL_SOLD_OUT_TTL=60``, ...)."""
     with contextlib.ExitStack() as stop, \
             tempfile.TemporaryDirectory(prefix="seckill-bench-") as tmp:
         folder = Path(tmp)
@@ -122,9 +124,12 @@ def started(names: list[str], workers: int, worker_connections: int,
             log_file = folder / f"{name}.log"
             command = [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py",
                        APPS[name], "--bind", f"127.0.0.1:{port}"]
+            env = server_env(valkey, folder, name, workers, worker_connections)
+            if name == "gateway":
+                env.update(gateway_env or {})
             process = stop.enter_context(running_server(
                 command, f"{base}/healthz",
-                env=server_env(valkey, folder, name, workers, worker_connections),
+                env=env,
                 name=f"gunicorn-{name}", log_file=log_file, startup_timeout=60,
             ))
             stack.servers[name] = Server(name, base, process, log_file)
