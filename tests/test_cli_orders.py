@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from seckill.worker import build_worker
+from tests.faults import built_worker
 from tests.conftest import ADMIN, buy
 from tests.test_cli import assert_one_line_error, seckill
 
@@ -34,15 +34,15 @@ def test_reconcile_rebuilds_a_lost_activity_and_repairs_a_drift(
     aid = activity["id"]
     for uid in ("alice", "bob"):
         assert buy(client, aid, uid).status_code == 200
-    worker = build_worker(settings, block_ms=50)
-    for _ in range(20):
+    with built_worker(settings, block_ms=50) as worker:
+        for _ in range(20):
+            worker.step()
+            if client.get(f"/admin/activities/{aid}/stats", headers=ADMIN).get_json()["orders"][
+                "confirmed"
+            ] == 2:
+                break
+        worker._housekept_at = 0  # trim now: no backlog left in the stream
         worker.step()
-        if client.get(f"/admin/activities/{aid}/stats", headers=ADMIN).get_json()["orders"][
-            "confirmed"
-        ] == 2:
-            break
-    worker._housekept_at = 0  # trim now: no backlog left in the stream
-    worker.step()
 
     rds.delete(f"{prefix}:{{{aid}}}:meta", f"{prefix}:{{{aid}}}:buyers")
     rebuilt = seckill("reconcile", aid, env=env)

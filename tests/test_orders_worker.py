@@ -208,7 +208,14 @@ def test_kill_9_mid_batch_then_a_new_worker_stores_every_order_once(
                     raise AssertionError(f"worker exited: {log_path.read_text()[-3000:]}")
                 return 0 < counter(aid) < total and pending(rds, stream) > 0
 
-            wait_until(mid_batch, 30, interval=0.005, what="the first batches stored")
+            # Freeze the worker where the state is mid-batch (some stored, some delivered and
+            # not acknowledged), then kill it: the kill lands there, however fast the database.
+            for _ in range(500):
+                wait_until(mid_batch, 30, interval=0.002, what="the first batches stored")
+                first.send_signal(signal.SIGSTOP)
+                if mid_batch():
+                    break
+                first.send_signal(signal.SIGCONT)
             first.send_signal(signal.SIGKILL)
             first.wait(10)
         finally:
