@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from tests.faults import built_worker
 from tests.conftest import ADMIN, buy
+from tests.faults import built_worker
 from tests.test_cli import assert_one_line_error, seckill
 
 
