@@ -20,6 +20,8 @@
 --   {"inconsistent", remaining, total}   giving the units back would exceed total: refused
 --   {"no_amount"}                a live grab whose amount is unknown: refused, nothing changes
 
+-- @include sale_window
+
 local meta = redis.call('HMGET', KEYS[1], 'remaining', 'total', 'kind')
 if not meta[1] then
   return {'uninitialized'}
@@ -63,8 +65,7 @@ if packets then
 end
 redis.call('HDEL', KEYS[2], uid)
 redis.call('HSET', KEYS[3], uid, order_id)
-local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_ms = redis_now_ms()
 redis.call('XADD', KEYS[4], '*',
   'type', 'cancel', 'order_id', order_id, 'activity', ARGV[4], 'user', uid,
   'quantity', qty, 'ts', now_ms)

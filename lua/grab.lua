@@ -30,6 +30,7 @@
 -- stay strings end to end, so no number formatting can alter them.
 
 -- @include rate_limit
+-- @include sale_window
 
 local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'kind')
 if not meta[1] then
@@ -41,14 +42,10 @@ end
 local starts_ms = tonumber(meta[1])
 local ends_ms = tonumber(meta[2])
 
-local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-
-if now_ms < starts_ms then
-  return {'not_started', starts_ms, now_ms}
-end
-if now_ms >= ends_ms then
-  return {'ended'}
+local now_ms = redis_now_ms()
+local closed = outside_window(starts_ms, ends_ms, now_ms)
+if closed then
+  return closed
 end
 
 local uid = ARGV[1]
