@@ -1,12 +1,12 @@
-"""Where a gateway worker's CPU goes under one workload: py-spy on every worker during a wrk run.
+"""Where a worker's CPU goes under one workload: py-spy on every worker during a wrk run.
 
     python -m bench.profile [--workload purchase] [--seconds 10] [--top 25] [--output FILE]
 
-Starts the same stack as ``python -m bench run`` (Valkey, the gateway under gunicorn with
-gevent workers), sets up the workload as the harness does (``bench.workloads.prepare``), runs
-wrk for ``--seconds`` while ``py-spy record --format raw`` samples every gunicorn worker (idle
-samples left out: a worker waiting in the gevent hub is not using the CPU), and prints the
-functions by share of the samples: *self* (the function itself was running) and *inclusive*
+Starts the same stack as ``python -m bench run`` (Valkey, the gateway and the workload's own
+server under gunicorn with gevent workers), sets up the workload as the harness does
+(``bench.workloads.prepare``), runs wrk for ``--seconds`` while ``py-spy record --format
+raw`` samples every gunicorn worker (idle samples left out: a worker waiting in the gevent hub
+is not using the CPU), and prints the functions by share of the samples: *self* (the function itself was running) and *inclusive*
 (it was on the stack). Needs ``py-spy`` (``pip install py-spy``; it reads the workers' memory,
 so it needs ptrace rights over them, which their parent has as root).
 """
@@ -68,8 +68,8 @@ def summarize(raw: str) -> tuple[int, Counter[str], Counter[str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    gateway = [n for n, w in WORKLOADS.items() if w.server == "gateway" and not w.counted]
-    parser.add_argument("--workload", default="purchase", choices=gateway)
+    timed = [n for n, w in WORKLOADS.items() if not w.counted and not w.big]
+    parser.add_argument("--workload", default="purchase", choices=timed)
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--connections", type=int, default=100)
     parser.add_argument("--workers", type=int, default=2)
@@ -83,17 +83,18 @@ def main(argv: list[str] | None = None) -> int:
     workload = WORKLOADS[args.workload]
     options = SimpleNamespace(users=max(20_000, args.seconds * 3_000), soldout_units=10,
                               buyers=0, units=0, alt_buyers=0, alt_units=0)
-    with started(["gateway"], args.workers, 1000) as stack, \
+    server = workload.server
+    with started(sorted({"gateway", server}), args.workers, 1000) as stack, \
             tempfile.TemporaryDirectory(prefix="seckill-profile-") as tmp:
         folder = Path(tmp)
         setup = Setup(stack, folder)
         setup.jwts(options.users)
         # A short warm-up, as the harness does, so imports and pools are not profiled.
         warm = prepare(setup, workload, options, "warm")
-        run_wrk(stack.base("gateway"), warm.requests_file, workload.method, threads=2,
+        run_wrk(stack.base(server), warm.requests_file, workload.method, threads=2,
                 connections=args.connections, duration=2, timeout=2)
         prepared = prepare(setup, workload, options, "profiled")
-        workers = psutil.Process(stack.servers["gateway"].process.pid).children()
+        workers = psutil.Process(stack.servers[server].process.pid).children()
         spies = []
         for worker in workers:
             out = folder / f"{worker.pid}.txt"
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                  "--rate", str(args.rate), "--format", "raw", "--output", str(out),
                  "--nonblocking"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
-        result = run_wrk(stack.base("gateway"), prepared.requests_file, workload.method,
+        result = run_wrk(stack.base(server), prepared.requests_file, workload.method,
                          threads=2, connections=args.connections, duration=args.seconds + 1,
                          timeout=2)
         raw = ""
