@@ -4,11 +4,12 @@
 
 Starts the same stack as ``python -m bench run`` (Valkey, the gateway and the workload's own
 server under gunicorn with gevent workers), sets up the workload as the harness does
-(``bench.workloads.prepare``), runs wrk for ``--seconds`` while ``py-spy record --format
-raw`` samples every gunicorn worker (idle samples left out: a worker waiting in the gevent hub
-is not using the CPU), and prints the functions by share of the samples: *self* (the function itself was running) and *inclusive*
-(it was on the stack). Needs ``py-spy`` (``pip install py-spy``; it reads the workers' memory,
-so it needs ptrace rights over them, which their parent has as root).
+(``bench.workloads.prepare``), runs wrk for ``--seconds`` while ``py-spy record --format raw``
+samples every gunicorn worker (idle samples left out: a worker waiting in the gevent hub is
+not using the CPU), and prints the functions by share of the samples: *self* (the function
+itself was running) and *inclusive* (it was on the stack). Needs ``py-spy`` (the ``bench``
+extra); it reads the workers' memory, so it needs ptrace rights over them, which their parent
+has as root.
 """
 
 from __future__ import annotations
