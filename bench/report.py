@@ -209,7 +209,10 @@ def render(report: Report) -> str:
         "same round), then the median. Round trips: Redis socket reads per request; commands: "
         "`INFO commandstats` calls per request, *including* the commands the Lua scripts run "
         "inside Redis. Others' CPU: cores' worth of CPU used by processes other than the "
-        "benchmark's during the run (the machine is shared); load: the 1-minute load average.",
+        "benchmark's during the run (the machine is shared); load: the 1-minute load average. "
+        "Socket errors are wrk's: connect, read, write, and timeouts (no answer within "
+        "`--timeout`; wrk counts a request again at each of its 2-second checks while it is "
+        "still waiting, so a timeout count is of events, not of distinct requests).",
         "",
         "| workload | conns | req/s | vs baseline | p50 ms | p99 ms | right answers / all | other "
         "statuses | socket errors | Redis round trips / req | Redis commands / req "
