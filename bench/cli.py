@@ -156,7 +156,7 @@ def execute(args: argparse.Namespace, names: list[str], with_memory: bool,
         say(f"servers up: {', '.join(f'{s} {stack.base(s)}' for s in servers) or 'none'}; "
             f"Valkey {stack.valkey.url}")
         setup = Setup(stack, Path(tmp))
-        needs_users = [w for w in workloads if w.server == "gateway"]
+        needs_users = [w for w in workloads if w.server in ("gateway", "hello")]
         if needs_users:
             count = max(args.users, args.buyers if "open-sale" in names else 0)
             say(f"minting {count:,} user tokens")

@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(spy).exists() or shutil.which("wrk") is None:
         parser.error("needs py-spy (pip install py-spy) and wrk (apt-get install wrk)")
     workload = WORKLOADS[args.workload]
-    options = SimpleNamespace(users=max(20_000, args.seconds * 3_000), soldout_units=10,
+    options = SimpleNamespace(users=max(30_000, (args.seconds + 3) * 8_000), soldout_units=10,
                               buyers=0, units=0, alt_buyers=0, alt_units=0)
     server = workload.server
     with started(sorted({"gateway", server}), args.workers, 1000) as stack, \

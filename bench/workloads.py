@@ -68,7 +68,8 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              "atomic; distinct users, large stock", "alternative", "seed", OK),
     Workload("lock", "seed", "POST", "`POST /lock/<aid>/<uid>/buy`: SET NX PX lock around "
              "read + decrement; distinct users, large stock", "alternative", "seed", OK),
-    Workload("hello", "hello", "GET", "`GET /hello`: bare Flask, `{\"ok\": 1}`", "baseline",
+    Workload("hello", "hello", "GET", "`GET /hello`: bare Flask, `{\"ok\": 1}`; each request "
+             "with a distinct user's JWT header, ignored, like the gateway's requests", "baseline",
              "hello", OK),
     Workload("sold-out", "gateway", "POST", "purchases after the stock is gone, each a distinct "
              "user with a valid purchase URL: 410 from the in-process flag", "gateway", "hello",
@@ -255,7 +256,11 @@ def prepare(setup: Setup, workload: Workload, args: Any, tag: str) -> Prepared:
         return None
 
     if name == "hello":
-        return Prepared(setup.write(tag, ["/hello\t"]), 1, nothing)
+        # Each request carries a distinct user's JWT, as the gateway's requests do (the app
+        # ignores it): the baseline sees the same request bytes and the same client pattern.
+        # (Identical requests, all one string, measure faster and with a shorter tail here.)
+        jwts = setup.jwts(users)
+        return Prepared(setup.write(tag, [f"/hello\t{jwt}" for jwt in jwts]), users, nothing)
 
     if name in ("seed", "script", "unsafe", "lock"):
         aid = setup.seed_activity(total=users * 10)
