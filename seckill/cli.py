@@ -8,25 +8,26 @@ crashing); 2 bad input or configuration, with one line ``seckill: <message>`` an
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from seckill import errors
+from seckill.commands import (
+    Failure,
+    cmd_activity_create,
+    cmd_activity_restock,
+    cmd_activity_show,
+    cmd_order_cancel,
+    cmd_reconcile,
+    units_arg,
+)
 from seckill.config import MIN_KEY_BYTES, ConfigError, Settings
-from seckill.up import redact_url
 
 MAX_TOKEN_TTL = 30 * 24 * 3600
 IP_RATE = re.compile(r"off|[1-9][0-9]{0,6}r/[sm]")
-
-
-class Failure(RuntimeError):
-    """The command was well formed but could not be carried out (exit 1)."""
 
 
 # -- argument types --------------------------------------------------------------------
@@ -75,197 +76,6 @@ def cmd_token(args: argparse.Namespace) -> int:
     if len(secret.encode()) < MIN_KEY_BYTES:
         raise ConfigError(f"SECKILL_JWT_SECRET must be at least {MIN_KEY_BYTES} bytes")
     print(mint_user_token(args.uid, secret, args.ttl))
-    return 0
-
-
-# -- seckill activity ------------------------------------------------------------------
-
-
-@contextmanager
-def _services() -> Iterator[Any]:
-    """The gateway's own services (Redis pool, database, activity store) on this environment,
-    so that the commands below take exactly the admin API's path."""
-    from seckill.app import Services
-
-    # These commands use no secret: read the rest of the configuration without requiring one.
-    settings = Settings.from_env({**os.environ, "SECKILL_ENV": "development"})
-    services = Services.build(settings)
-    try:
-        yield services
-    finally:
-        services.close()
-
-
-def _store_failure(settings: Settings, exc: Exception) -> Failure:
-    import redis
-
-    if isinstance(exc, redis.RedisError):
-        hint = "" if os.environ.get("REDIS_URL") else (
-            " (REDIS_URL is not set; `seckill up` prints the REDIS_URL of its embedded Valkey)"
-        )
-        where = f"Redis at {redact_url(settings.redis_url)}"
-    else:
-        hint, where = "", f"the database at {redact_url(settings.database_url)}"
-    return Failure(f"cannot reach {where}: {type(exc).__name__}: {exc}{hint}")
-
-
-def _total(args: argparse.Namespace) -> int | None:
-    if args.total is None:
-        raise errors.BadRequest("--total is required for kind stock (a number or 'unlimited')")
-    if args.total.strip().lower() == "unlimited":
-        return None
-    try:
-        return int(args.total)
-    except ValueError:
-        raise errors.BadRequest(
-            f"total must be an integer or 'unlimited', got {args.total!r}", field="total"
-        ) from None
-
-
-def _activity_body(args: argparse.Namespace) -> dict[str, Any]:
-    from seckill.activities import PACKETS, iso_from_ms, ms_from_iso, now_ms
-
-    if args.starts_at is not None:
-        starts_at = args.starts_at
-    else:
-        starts_at = iso_from_ms(now_ms() + 1000 * (args.starts_in or 0))
-    if args.ends_at is not None:
-        ends_at = args.ends_at
-    else:
-        ends_at = iso_from_ms(ms_from_iso(starts_at, "starts_at") + 1000 * args.duration)
-    body: dict[str, Any] = {
-        "id": args.id, "name": args.name, "starts_at": starts_at, "ends_at": ends_at,
-    }
-    if args.kind == PACKETS:
-        # The admin API's validation says what is missing or misplaced.
-        body["kind"] = PACKETS
-        for option in ("amount", "count", "total", "per_user_limit"):
-            if getattr(args, option) is not None:
-                body[option] = getattr(args, option)
-        return body
-    for option in ("amount", "count"):
-        if getattr(args, option) is not None:
-            raise errors.BadRequest(f"--{option} is for --kind packets")
-    body["total"] = _total(args)
-    if args.per_user_limit is not None:
-        body["per_user_limit"] = args.per_user_limit
-    return body
-
-
-def cmd_activity_create(args: argparse.Namespace) -> int:
-    import redis
-    import sqlalchemy as sa
-
-    from seckill import catalog
-    from seckill.activities import PACKETS, now_ms, parse_new_activity
-    from seckill.packets import ProgressBar
-
-    activity = parse_new_activity(_activity_body(args))  # the admin API's validation
-    progress = None
-    if activity.kind == PACKETS:
-        progress = ProgressBar(sys.stderr, f"{activity.total} packets")
-    with _services() as services:
-        try:
-            catalog.create_activity(services.book, services.activities, activity, progress)
-        except errors.ActivityExists:
-            raise Failure(f"activity {activity.id!r} already exists") from None
-        except (redis.RedisError, sa.exc.OperationalError) as exc:
-            raise _store_failure(services.settings, exc) from None
-    print(json.dumps(activity.public(now_ms()), indent=2))
-    return 0
-
-
-def cmd_activity_show(args: argparse.Namespace) -> int:
-    import redis
-    import sqlalchemy as sa
-
-    from seckill.activities import is_activity_id, now_ms
-
-    if not is_activity_id(args.id):
-        raise errors.BadRequest(f"activity id must match [A-Za-z0-9_-]{{1,64}}, got {args.id!r}")
-    with _services() as services:
-        try:
-            # Through the cache, as GET /seckill/activities/<aid>: rebuilt from the database
-            # if Redis has lost it.
-            activity = services.cache.get(args.id)
-        except (redis.RedisError, sa.exc.OperationalError) as exc:
-            raise _store_failure(services.settings, exc) from None
-    if activity is None:
-        raise Failure(f"no activity {args.id!r}")
-    print(json.dumps(activity.public(now_ms()), indent=2))
-    return 0
-
-
-def cmd_activity_restock(args: argparse.Namespace) -> int:
-    import dataclasses
-
-    import redis
-    import sqlalchemy as sa
-
-    from seckill.activities import MAX_TOTAL, is_activity_id, now_ms
-
-    if not is_activity_id(args.id):
-        raise errors.BadRequest(f"activity id must match [A-Za-z0-9_-]{{1,64}}, got {args.id!r}")
-    if abs(args.units) > MAX_TOTAL:
-        raise errors.BadRequest(f"units must be in -{MAX_TOTAL}..{MAX_TOTAL}")
-    with _services() as services:
-        try:
-            # The admin API's path: POST /admin/activities/<aid>/stock {"add": units}.
-            found = services.cache.get(args.id)
-            if found is None:
-                raise Failure(f"no activity {args.id!r}")
-            total, remaining = services.stock.restock(found.id, args.units)
-        except (redis.RedisError, sa.exc.OperationalError) as exc:
-            raise _store_failure(services.settings, exc) from None
-        except errors.InsufficientStock as exc:
-            raise Failure(f"{exc.code}: {exc.message}") from None
-    updated = dataclasses.replace(found, total=total, remaining=remaining)
-    print(json.dumps(updated.public(now_ms()), indent=2))
-    return 0
-
-
-def _units(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-
-
-# -- seckill order cancel / seckill reconcile --------------------------------------------
-
-
-def cmd_order_cancel(args: argparse.Namespace) -> int:
-    import redis
-    import sqlalchemy as sa
-
-    with _services() as services:
-        try:
-            remaining = services.stock.cancel(args.order_id)  # the admin API's path
-        except (redis.RedisError, sa.exc.OperationalError) as exc:
-            raise _store_failure(services.settings, exc) from None
-        except (errors.UnknownOrder, errors.AlreadyCancelled) as exc:
-            raise Failure(f"{exc.code}: {exc.message}") from None
-    print(json.dumps({"status": "cancelled", "order_id": args.order_id, "remaining": remaining}))
-    return 0
-
-
-def cmd_reconcile(args: argparse.Namespace) -> int:
-    import redis
-    import sqlalchemy as sa
-
-    from seckill.activities import is_activity_id
-    from seckill.recovery import reconcile
-
-    if not is_activity_id(args.id):
-        raise errors.BadRequest(f"activity id must match [A-Za-z0-9_-]{{1,64}}, got {args.id!r}")
-    with _services() as services:
-        try:
-            report = reconcile(services.restorer, args.id, repair=args.repair)
-        except (redis.RedisError, sa.exc.OperationalError) as exc:
-            raise _store_failure(services.settings, exc) from None
-        except errors.UnknownActivity:
-            raise Failure(f"no activity {args.id!r} in the database") from None
-    print(json.dumps(report, indent=2))
     return 0
 
 
@@ -398,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
         "restock", help="add units to an activity's stock (negative: remove unsold units)"
     )
     restock.add_argument("id")
-    restock.add_argument("units", type=_units, help="units to add; e.g. 50, or -5")
+    restock.add_argument("units", type=units_arg, help="units to add; e.g. 50, or -5")
     restock.set_defaults(handler=cmd_activity_restock)
 
     order = commands.add_parser("order", help="operator actions on orders")

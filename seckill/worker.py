@@ -33,11 +33,11 @@ import redis
 import sqlalchemy as sa
 
 from seckill import metrics
-from seckill.activities import MAX_PER_USER, PACKETS, STOCK, USER_ID, is_activity_id
+from seckill.activities import is_activity_id
 from seckill.config import ConfigError, Settings
 from seckill.db import make_engine
-from seckill.orders import OrderBook, OrderRow, activity_of_order
-from seckill.packets import MAX_AMOUNT
+from seckill.entries import Cancel, Poison, parse_entry
+from seckill.orders import OrderBook, OrderRow
 from seckill.store import KeySpace, Scripts, make_pool
 
 log = logging.getLogger("seckill.worker")
@@ -45,73 +45,6 @@ log = logging.getLogger("seckill.worker")
 GROUP = "orders-worker"
 
 Entry = tuple[str, dict[str, str]]
-
-MAX_ORDER_ID = 100  # the order id column's length
-MAX_TS_MS = 2**63 - 1  # a BIGINT
-
-
-class Poison(ValueError):
-    """An entry that can never become an order."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Cancel:
-    order_id: str
-    at_ms: int
-
-
-def parse_entry(stream_aid: str, fields: dict[str, str]) -> OrderRow | Cancel:
-    """Turn a stream entry into an order row or a cancellation; raise Poison if it is neither."""
-    kind = fields.get("type", "purchase")
-    order_id = fields.get("order_id", "")
-    if len(order_id) > MAX_ORDER_ID:
-        raise Poison(f"order id longer than {MAX_ORDER_ID} characters")
-    if activity_of_order(order_id) != stream_aid or fields.get("activity") != stream_aid:
-        raise Poison(f"order id {order_id[:120]!r} does not belong to activity {stream_aid!r}")
-    try:
-        at_ms = int(fields.get("ts", ""))
-    except ValueError:
-        raise Poison("ts is not an integer") from None
-    # Values no column can hold would make the database (or the driver) refuse the whole
-    # batch; refuse the entry itself instead.
-    if not 0 <= at_ms <= MAX_TS_MS:
-        raise Poison(f"ts {str(at_ms)[:40]} is out of range")
-    if kind == "cancel":
-        return Cancel(order_id, at_ms)
-    if kind != "purchase":
-        raise Poison(f"unknown entry type {kind[:40]!r}")
-    user = fields.get("user", "")
-    if USER_ID.fullmatch(user) is None:
-        raise Poison(f"user {user[:80]!r} is not a valid user id")
-    try:
-        quantity = int(fields.get("quantity", ""))
-    except ValueError:
-        raise Poison("quantity is not an integer") from None
-    if not 1 <= quantity <= MAX_PER_USER:
-        raise Poison(f"quantity {str(quantity)[:40]} is not in 1..{MAX_PER_USER}")
-    return OrderRow(order_id, stream_aid, user, quantity, at_ms, _amount(fields, quantity))
-
-
-def _amount(fields: dict[str, str], quantity: int) -> int | None:
-    """A grab's packet amount: required (and >= 1 cent) for packets, optional otherwise."""
-    kind = fields.get("kind", STOCK)
-    if kind not in (STOCK, PACKETS):
-        raise Poison(f"unknown activity kind {kind[:40]!r}")
-    raw = fields.get("amount")
-    if raw is None:
-        if kind == PACKETS:
-            raise Poison("a grabbed packet without an amount")
-        return None
-    try:
-        amount = int(raw)
-    except ValueError:
-        raise Poison("amount is not an integer") from None
-    if not 1 <= amount <= MAX_AMOUNT:
-        raise Poison(f"amount {str(amount)[:40]} is not in 1..{MAX_AMOUNT}")
-    if kind == PACKETS and quantity != 1:
-        raise Poison("a grab is of exactly one packet")
-    return amount
-
 
 class StopFlag:
     """Warm stop on the first signal, cold (SystemExit now) on the second."""

@@ -28,7 +28,7 @@ from seckill.packets import split
 from seckill.recovery import reconcile
 from seckill.schema import activities
 from seckill.stock import StockService
-from seckill.worker import Poison, parse_entry
+from seckill.entries import Poison, parse_entry
 from tests.conftest import ADMIN, buy, expect, iso, keys_of, user_headers
 from tests.faults import built_worker, drain, stored_orders
 
