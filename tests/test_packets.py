@@ -23,12 +23,12 @@ from flask.testing import FlaskClient
 
 from seckill import db, errors
 from seckill.config import Settings
+from seckill.entries import Poison, parse_entry
 from seckill.orders import OrderBook, OrderRow
 from seckill.packets import split
 from seckill.recovery import reconcile
 from seckill.schema import activities
 from seckill.stock import StockService
-from seckill.entries import Poison, parse_entry
 from tests.conftest import ADMIN, buy, expect, iso, keys_of, user_headers
 from tests.faults import built_worker, drain, stored_orders
 
