@@ -261,7 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     markdown = args.output_dir / f"{stem}.md"
     text = reporting.render(report)
     picture = args.output_dir / f"{stem}.png"
-    if reporting.plot(report, picture):
+    if not report.runs:
+        pass  # nothing to plot (memory only)
+    elif reporting.plot(report, picture):
         text += f"\n![req/s and p99 per workload]({picture.name})\n"
     else:
         say("no plot: matplotlib is not installed (pip install -e '.[bench]')")
