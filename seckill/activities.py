@@ -308,6 +308,7 @@ class ActivityCache:
         # database knows it (see seckill.recovery); returns whether it exists.
         self.restore = restore
         self._entries: dict[str, tuple[float, Activity | None]] = {}
+        self._refreshing: set[str] = set()
         self._lock = threading.Lock()
 
     def get(self, aid: str) -> Activity | None:
@@ -315,9 +316,18 @@ class ActivityCache:
         now = time.monotonic()
         if entry is not None and entry[0] > now:
             return entry[1]
-        activity = self.store.load(aid)
-        if activity is None and self.restore is not None and self.restore(aid):
+        with self._lock:
+            if entry is not None and aid in self._refreshing:
+                # One request refreshes an expired copy; the others keep using it meanwhile
+                # (no stampede of identical HGETALLs when the copy expires under load).
+                return entry[1]
+            self._refreshing.add(aid)
+        try:
             activity = self.store.load(aid)
+            if activity is None and self.restore is not None and self.restore(aid):
+                activity = self.store.load(aid)
+        finally:
+            self._refreshing.discard(aid)
         with self._lock:
             if len(self._entries) > 10_000:
                 # Unknown ids are cached too; never let a flood of random ids grow this forever.

@@ -89,6 +89,7 @@ def user_blueprint() -> Blueprint:
             services.board.mark(activity.id)
             raise
         services.cache.note_remaining(activity.id, bought.remaining)
+        services.board.note_sale(activity.id)
         return bought.body()  # a packet's grab adds its amount
 
     @bp.get("/seckill/<aid>/order")

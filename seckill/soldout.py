@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +34,19 @@ from seckill.store import KeySpace, split_buyer_entry
 log = logging.getLogger("seckill.soldout")
 
 
+class _Flag:
+    """One activity's sold-out flag: until when it holds, its winners (uid -> the 409's extra
+    fields: order id, and a packet's amount; None when too many to hold), and when a request
+    last went to re-check it."""
+
+    __slots__ = ("checking_since", "expires", "winners")
+
+    def __init__(self, expires: float, winners: dict[str, dict[str, Any]] | None) -> None:
+        self.expires = expires
+        self.winners = winners
+        self.checking_since = -math.inf
+
+
 class SoldOutBoard:
     def __init__(
         self, client: redis.Redis, keys: KeySpace, ttl: float = 2.0, max_winners: int = 200_000
@@ -41,9 +55,8 @@ class SoldOutBoard:
         self.keys = keys
         self.ttl = ttl
         self.max_winners = max_winners
-        # aid -> (expires at, winners: uid -> the 409's extra fields (order id, and a packet's
-        # amount), or None when too many to hold)
-        self._flags: dict[str, tuple[float, dict[str, dict[str, Any]] | None]] = {}
+        self._flags: dict[str, _Flag] = {}
+        self._check_lock = threading.Lock()
         # Also told when a flag is dropped (the activity cache forgets its stale copy).
         self.on_clear: list[Callable[[str | None], None]] = []
         self._stop = threading.Event()
@@ -53,16 +66,33 @@ class SoldOutBoard:
 
     # -- the hot path --------------------------------------------------------------------
 
+    def _flag(self, aid: str) -> _Flag | None:
+        """The flag to answer with, or None when this request should go to the script.
+
+        A flag past its ``ttl`` is re-checked by **one** request per second (it goes to the
+        script: "sold out" renews the flag, a sale drops it); every other request keeps the
+        stale answer meanwhile, so an expiring flag never sends the whole crowd to Redis."""
+        flag = self._flags.get(aid)
+        if flag is None:
+            return None
+        now = time.monotonic()
+        if flag.expires > now:
+            return flag
+        with self._check_lock:
+            if now - flag.checking_since >= 1.0:
+                flag.checking_since = now
+                return None
+        return flag
+
     def is_flagged(self, aid: str) -> bool:
-        entry = self._flags.get(aid)
-        return entry is not None and entry[0] > time.monotonic()
+        return self._flag(aid) is not None
 
     def reject(self, aid: str, uid: str) -> None:
         """Raise the answer for a purchase of a flagged activity; return if not decidable here."""
-        entry = self._flags.get(aid)
-        if entry is None or entry[0] <= time.monotonic() or entry[1] is None:
+        flag = self._flag(aid)
+        if flag is None or flag.winners is None:
             return
-        won = entry[1].get(uid)
+        won = flag.winners.get(uid)
         if won is not None:
             raise errors.AlreadyPurchased(**won)
         raise errors.SoldOut()
@@ -72,7 +102,12 @@ class SoldOutBoard:
     def mark(self, aid: str) -> None:
         """The script said sold out: flag it here, with the winners if they are few enough."""
         self.ensure_listening()
-        if self.is_flagged(aid):
+        flag = self._flags.get(aid)
+        if flag is not None:
+            # Still sold out: renew. The winners cannot have changed meanwhile: only a
+            # cancellation or a restock frees a unit, and each of those drops the flag.
+            flag.expires = time.monotonic() + self.ttl
+            flag.checking_since = -math.inf
             return
         winners: dict[str, dict[str, Any]] | None = None
         try:
@@ -89,7 +124,12 @@ class SoldOutBoard:
                     winners[uid] = won
         except redis.RedisError as exc:
             log.warning("sold-out flag for %s without winners (%s)", aid, exc)
-        self._flags[aid] = (time.monotonic() + self.ttl, winners)
+        self._flags[aid] = _Flag(time.monotonic() + self.ttl, winners)
+
+    def note_sale(self, aid: str) -> None:
+        """A purchase went through: whatever this process believed, the activity is not sold
+        out (a missed pub/sub message is corrected by the first re-check)."""
+        self._flags.pop(aid, None)
 
     def clear(self, aid: str | None = None) -> None:
         if aid is None:
@@ -119,8 +159,11 @@ class SoldOutBoard:
             pubsub = self.client.pubsub(ignore_subscribe_messages=True)
             try:
                 pubsub.subscribe(channel)
-                # Messages may have been missed while not subscribed: forget every flag.
-                self.clear()
+                if self._subscribed.is_set():
+                    # Back after a failure: messages may have been missed meanwhile, so forget
+                    # every flag. (Before the first subscription there is none to forget:
+                    # mark() waits for it.)
+                    self.clear()
                 self._subscribed.set()
                 while not self._stop.is_set():
                     message = pubsub.get_message(timeout=1.0)

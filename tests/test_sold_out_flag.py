@@ -82,3 +82,44 @@ def test_a_cancelled_unit_is_sold_again_in_every_process(make_app):
         time.sleep(0.05)
     expect(answer, 200)
     expect(two.post(urls["b"], headers=user_headers("b")), 410, "sold_out")
+
+
+def test_an_expiring_flag_sends_one_request_to_redis_not_the_crowd(make_app, private_valkey):
+    """When the flag's TTL runs out under load, one request re-checks it with the script and
+    the others keep the flag's answer: 40 simultaneous rejections cost one EVALSHA, and the
+    activity's cached copy is refreshed once, not 40 times."""
+    import threading
+
+    app = make_app(REDIS_URL=private_valkey.url, SECKILL_SOLD_OUT_TTL="0.3",
+                   SECKILL_META_TTL="0.3")
+    client = app.test_client()
+    expect(client.post("/admin/activities", headers=ADMIN, json={
+        "id": "flag3", "name": "x", "total": 1,
+        "starts_at": "2020-01-01T00:00:00Z", "ends_at": "2099-01-01T00:00:00Z"}), 201)
+    users = [f"late{i}" for i in range(40)]
+    urls = {uid: expect(client.get("/seckill/url?activity=flag3", headers=user_headers(uid)),
+                        200)["url"] for uid in ["winner", *users]}
+    expect(client.post(urls["winner"], headers=user_headers("winner")), 200)
+    expect(client.post(urls["late0"], headers=user_headers("late0")), 410, "sold_out")
+    time.sleep(0.4)  # both the flag and the cached activity have expired
+
+    observer = redis.Redis.from_url(private_valkey.url)
+    before = commands(observer)
+    barrier = threading.Barrier(len(users))
+    answers: list[int] = []
+
+    def late(uid: str) -> None:
+        own = app.test_client()
+        barrier.wait(5)
+        answers.append(own.post(urls[uid], headers=user_headers(uid)).status_code)
+
+    threads = [threading.Thread(target=late, args=(uid,)) for uid in users]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    after = commands(observer)
+    observer.close()
+    assert answers == [410] * len(users)
+    assert after.get("cmdstat_evalsha", 0) - before.get("cmdstat_evalsha", 0) == 1
+    assert after.get("cmdstat_hgetall", 0) - before.get("cmdstat_hgetall", 0) <= 2
