@@ -65,7 +65,7 @@ class Identity:
     same token is not verified twice: a buyer sends it for the URL and again for the purchase,
     and PyJWT's decode is the most expensive step of the edge (see the README)."""
 
-    MAX_REMEMBERED = 100_000
+    MAX_REMEMBERED = 20_000  # ~7 MB; a buyer sends the same token twice within seconds
 
     def __init__(self) -> None:
         self._verified: dict[str, tuple[str, int]] = {}
