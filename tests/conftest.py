@@ -123,18 +123,7 @@ def make_activity(client: FlaskClient) -> Callable[..., dict[str, Any]]:
     """Create an activity through the operator API; open now, for an hour, unless told."""
 
     def make(**fields: Any) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "id": f"a{uuid.uuid4().hex[:10]}",
-            "name": "Test phone",
-            "total": 10,
-            "starts_at": iso(-60),
-            "ends_at": iso(3600),
-        }
-        body.update(fields)
-        response = client.post("/admin/activities", json=body, headers=ADMIN)
-        assert response.status_code == 201, response.get_json()
-        created: dict[str, Any] = response.get_json()
-        return created
+        return create_activity(client, **fields)
 
     return make
 
