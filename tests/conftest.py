@@ -51,6 +51,23 @@ def prefix() -> str:
     return f"t{uuid.uuid4().hex[:12]}"
 
 
+def gateway_env(
+    redis_url: str, prefix: str, data_dir: Path, database_url: str, user_rate: str
+) -> dict[str, str]:
+    """A production gateway's environment on the test servers, with the test secrets."""
+    return {
+        "DATABASE_URL": database_url,
+        "SECKILL_ENV": "production",
+        "REDIS_URL": redis_url,
+        "SECKILL_SECRET_KEY": URL_KEY,
+        "SECKILL_JWT_SECRET": JWT_SECRET,
+        "SECKILL_ADMIN_TOKEN": ADMIN_TOKEN,
+        "SECKILL_KEY_PREFIX": prefix,
+        "SECKILL_DATA_DIR": str(data_dir),
+        "SECKILL_USER_RATE": user_rate,
+    }
+
+
 @pytest.fixture
 def database_url(prefix: str, tmp_path: Path) -> Iterator[str]:
     """A database of this test's own: a SQLite file, or, when ``SECKILL_TEST_POSTGRES`` names
@@ -73,17 +90,7 @@ def database_url(prefix: str, tmp_path: Path) -> Iterator[str]:
 def env(
     valkey: EmbeddedValkey, prefix: str, tmp_path: Path, database_url: str
 ) -> dict[str, str]:
-    return {
-        "DATABASE_URL": database_url,
-        "SECKILL_ENV": "production",
-        "REDIS_URL": valkey.url,
-        "SECKILL_SECRET_KEY": URL_KEY,
-        "SECKILL_JWT_SECRET": JWT_SECRET,
-        "SECKILL_ADMIN_TOKEN": ADMIN_TOKEN,
-        "SECKILL_KEY_PREFIX": prefix,
-        "SECKILL_DATA_DIR": str(tmp_path / "data"),
-        "SECKILL_USER_RATE": "1000/second",
-    }
+    return gateway_env(valkey.url, prefix, tmp_path / "data", database_url, "1000/second")
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ import urllib3
 
 from edge.identity import mint_user_token
 from seckill.embedded import EmbeddedValkey
-from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, URL_KEY, iso
+from tests.conftest import ADMIN, JWT_SECRET, gateway_env, iso
 from tests.servers import gunicorn_server
 
 CLIENT_THREADS = 96
@@ -83,19 +83,9 @@ def gateway(
 ) -> Iterator[Gateway]:
     prefix = f"t{uuid.uuid4().hex[:12]}"
     data = tmp_path_factory.mktemp("gateway-data")
-    env = {
-        # Always a database of this module's own, never one named in the caller's environment;
-        # the race is decided in Redis, the database only sees the activities created here.
-        "DATABASE_URL": f"sqlite:///{data / 'orders.db'}",
-        "SECKILL_ENV": "production",
-        "REDIS_URL": valkey.url,
-        "SECKILL_SECRET_KEY": URL_KEY,
-        "SECKILL_JWT_SECRET": JWT_SECRET,
-        "SECKILL_ADMIN_TOKEN": ADMIN_TOKEN,
-        "SECKILL_KEY_PREFIX": prefix,
-        "SECKILL_DATA_DIR": str(data),
-        "SECKILL_USER_RATE": USER_RATE,
-    }
+    # Always a database of this module's own, never one named in the caller's environment;
+    # the race is decided in Redis, the database only sees the activities created here.
+    env = gateway_env(valkey.url, prefix, data, f"sqlite:///{data / 'orders.db'}", USER_RATE)
     http = urllib3.PoolManager(maxsize=CLIENT_THREADS + 32, block=True)
     with gunicorn_server(env, workers=2) as base:
         yield Gateway(base, prefix, http)

@@ -28,7 +28,7 @@ import urllib3
 from edge.identity import mint_user_token
 from seckill import nginx
 from seckill.embedded import EmbeddedValkey, free_port
-from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, URL_KEY, iso
+from tests.conftest import ADMIN, JWT_SECRET, gateway_env, iso
 from tests.servers import NginxFront, gunicorn_server, nginx_server, require_nginx
 
 TIMEOUT = urllib3.Timeout(connect=5.0, read=15.0)
@@ -55,15 +55,8 @@ def instances(
     tmp = tmp_path_factory.mktemp("nginx-instances")
     prefix = f"t{uuid.uuid4().hex[:12]}"
     env = {
-        "DATABASE_URL": f"sqlite:///{tmp / 'orders.db'}",
-        "SECKILL_ENV": "production",
-        "REDIS_URL": valkey.url,
-        "SECKILL_SECRET_KEY": URL_KEY,
-        "SECKILL_JWT_SECRET": JWT_SECRET,
-        "SECKILL_ADMIN_TOKEN": ADMIN_TOKEN,
-        "SECKILL_KEY_PREFIX": prefix,
-        "SECKILL_DATA_DIR": str(tmp / "data"),
-        "SECKILL_USER_RATE": USER_RATE,
+        **gateway_env(valkey.url, prefix, tmp / "data", f"sqlite:///{tmp / 'orders.db'}",
+                      USER_RATE),
         "SECKILL_BEHIND_PROXY": "1",
     }
     names = ["inst-a", "inst-b"]
