@@ -53,3 +53,17 @@ def child_exit(server: object, worker: object) -> None:
         from prometheus_client import multiprocess
 
         multiprocess.mark_process_dead(getattr(worker, "pid", 0))
+
+
+# Fairness between keep-alive connections. gevent's socket reads do not yield when data is
+# already there, so under CPU saturation a greenlet whose client answers fast serves request
+# after request while the other connections wait: the bench counted connections served 13
+# times in 8 s next to others served 3,507 times, and a bare hello app had p99 ~1.3 s with 2 s
+# timeouts at 100 connections. Yielding once after each request puts the greenlet back in
+# line: same throughput, hello p99 59-147 ms and no timeouts (bench/results/fairness.md).
+# GUNICORN_YIELD_AFTER_REQUEST=0 turns it off.
+if os.environ.get("GUNICORN_YIELD_AFTER_REQUEST", "1") != "0":
+    def post_request(worker: object, req: object, environ: object, resp: object) -> None:
+        import gevent
+
+        gevent.sleep(0)
