@@ -15,10 +15,10 @@ path (see the README's Performance section).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from flask import Flask, Request, current_app, g, request
+from flask import Flask, current_app, g, request
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,21 +48,39 @@ def filters(*names: str) -> Callable[[F], F]:
 
 
 class Passage:
-    """One request's way through the chain: what the filters learned so far."""
+    """One request's way through the chain: what it carries, and what the filters learned.
 
-    __slots__ = ("activity", "request", "services", "uid", "wanted")
+    It holds plain values, not Flask's request: the same filters run for a request that comes
+    through Flask (:meth:`Edge._run`) and for a purchase answered straight from WSGI
+    (``seckill.lane``)."""
 
-    def __init__(self, req: Request, services: Any, wanted: frozenset[str]) -> None:
-        self.request = req
+    __slots__ = (
+        "activity", "args", "authorization", "endpoint", "services", "uid", "view_args",
+        "wanted",
+    )
+
+    def __init__(
+        self,
+        services: Any,
+        wanted: frozenset[str],
+        endpoint: str,
+        authorization: str | None,
+        view_args: Mapping[str, Any] | None,
+        args: Mapping[str, str] | None = None,
+    ) -> None:
         self.services = services
         self.wanted = wanted
+        self.endpoint = endpoint
+        self.authorization = authorization
+        self.view_args = view_args or {}
+        self.args = args or {}
         self.uid: str | None = None
         self.activity: Any = None
 
     def activity_id(self) -> str:
-        aid = (self.request.view_args or {}).get("aid")
+        aid = self.view_args.get("aid")
         if aid is None:
-            aid = self.request.args.get("activity")
+            aid = self.args.get("activity")
             if not aid:
                 from seckill.errors import BadRequest
 
@@ -99,30 +117,38 @@ class Edge:
         self._checks.append((frozenset(names), check))
         self._plans.clear()
 
-    def _plan(self, endpoint: str) -> tuple[frozenset[str], tuple[Check, ...]]:
+    def plan(self, app: Flask, endpoint: str) -> tuple[frozenset[str], tuple[Check, ...]]:
+        """The filters ``endpoint``'s view wants, and the checks that run for them, in order."""
         plan = self._plans.get(endpoint)
         if plan is None:
-            view = current_app.view_functions.get(endpoint)
+            view = app.view_functions.get(endpoint)
             wanted: frozenset[str] = getattr(view, "edge_filters", _NONE)
             plan = (wanted, tuple(check for names, check in self._checks if names & wanted))
             self._plans[endpoint] = plan
         return plan
 
+    @staticmethod
+    def run(passage: Passage, checks: tuple[Check, ...]) -> None:
+        for check in checks:
+            check(passage)
+
     def _run(self) -> None:
         endpoint = request.endpoint
         if endpoint is None:
             return
-        wanted, checks = self._plan(endpoint)
+        wanted, checks = self.plan(current_app, endpoint)
         if not checks:
             return
         passage = Passage(
-            request._get_current_object(),  # type: ignore[attr-defined]
             current_app.extensions["seckill"],
             wanted,
+            endpoint,
+            request.headers.get("Authorization"),
+            request.view_args,
+            request.args,
         )
         try:
-            for check in checks:
-                check(passage)
+            self.run(passage, checks)
         finally:
             if passage.uid is not None:
                 g.uid = passage.uid

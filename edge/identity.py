@@ -76,7 +76,7 @@ class Identity:
 
     def check(self, passage: Passage) -> None:
         settings = passage.services.settings
-        token = bearer(passage.request.headers.get("Authorization"))
+        token = bearer(passage.authorization)
         if USER in passage.wanted:
             passage.uid = self.user(token, settings.jwt_secret, settings.clock_skew)
         elif not hmac.compare_digest(token.encode(), settings.admin_token.encode()):

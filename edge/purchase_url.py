@@ -89,5 +89,5 @@ class PurchaseUrls:
     @staticmethod
     def check(passage: Passage) -> None:
         signer: PurchaseUrlSigner = passage.services.signer
-        token = (passage.request.view_args or {}).get("token", "")
+        token = passage.view_args.get("token", "")
         signer.verify(str(token), passage.activity_id(), passage.require_uid())

@@ -53,7 +53,7 @@ class UserRateLimit:
     def check(self, passage: Passage) -> None:
         assert self.strategy is not None
         uid = passage.require_uid()
-        endpoint = passage.request.endpoint or ""
+        endpoint = passage.endpoint
         for item in self.items:
             try:
                 # Per user and per endpoint: a buyer's URL requests and purchases count apart.
