@@ -28,7 +28,7 @@ from seckill.embedded import EmbeddedValkey
 from seckill.orders import OrderBook
 from seckill.recovery import Restorer
 from seckill.stock import StockService
-from seckill.store import KeySpace, Scripts, make_pool
+from seckill.store import KeySpace, Scripts, Wire, make_pool
 
 SECRET = "bench-secret-0123456789abcdef0123456789"
 
@@ -42,12 +42,14 @@ def run_once(url: str, mode: str, buyers: int, threads: int, tag: str, tmp: Path
         "SECKILL_DURABILITY": mode, "SECKILL_REDIS_MAX_CONNECTIONS": str(threads + 4),
         "SECKILL_DATA_DIR": str(tmp),
     })
-    client = redis.Redis(connection_pool=make_pool(settings))
+    pool = make_pool(settings)
+    client = redis.Redis(connection_pool=pool)
     keys = KeySpace(settings.key_prefix)
     scripts = Scripts(client)
     book = OrderBook(make_engine(f"sqlite:///{tmp / (tag + '.db')}"))
     stock = StockService(client, keys, scripts, book, Restorer(client, keys, scripts, book),
-                         Durability(mode, settings.durability_timeout_ms))
+                         Durability(mode, settings.durability_timeout_ms),
+                         Wire(pool, limit=threads + 4, wait=settings.redis_timeout))
     aid = f"d{tag}"
     ActivityStore(client, keys, scripts).create(Activity(
         id=aid, name="bench", starts_ms=now_ms() - 1000, ends_ms=now_ms() + 3_600_000,
@@ -64,8 +66,8 @@ def run_once(url: str, mode: str, buyers: int, threads: int, tag: str, tmp: Path
             latencies.append(took)
 
     started = time.perf_counter()
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(one, range(buyers)))
+    with ThreadPoolExecutor(threads) as executor:
+        list(executor.map(one, range(buyers)))
     elapsed = time.perf_counter() - started
     sold = int(client.hget(keys.meta(aid), "sold") or 0)
     client.close()

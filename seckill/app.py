@@ -26,7 +26,7 @@ from seckill.orders import OrderBook
 from seckill.recovery import Restorer
 from seckill.soldout import SoldOutBoard
 from seckill.stock import StockService
-from seckill.store import KeySpace, Scripts, make_pool
+from seckill.store import KeySpace, Scripts, Wire, make_pool
 
 
 @dataclasses.dataclass
@@ -46,6 +46,7 @@ class Services:
     book: OrderBook
     restorer: Restorer
     board: SoldOutBoard
+    wire: Wire
 
     @classmethod
     def build(cls, settings: Settings) -> Services:
@@ -61,6 +62,7 @@ class Services:
         cache = ActivityCache(activities, settings.meta_ttl, restore=restorer.ensure)
         board = SoldOutBoard(client, keys, ttl=settings.sold_out_ttl)
         board.on_clear.append(cache.forget)
+        wire = Wire(pool, limit=settings.redis_max_connections, wait=settings.redis_timeout)
         return cls(
             settings=settings,
             pool=pool,
@@ -72,6 +74,7 @@ class Services:
             stock=StockService(
                 client, keys, scripts, book, restorer,
                 Durability(settings.durability, settings.durability_timeout_ms),
+                wire,
                 rates=settings.purchase_rates,
             ),
             signer=PurchaseUrlSigner(settings.secret_keys, settings.url_ttl, settings.clock_skew),
@@ -79,10 +82,12 @@ class Services:
             book=book,
             restorer=restorer,
             board=board,
+            wire=wire,
         )
 
     def close(self) -> None:
         self.board.close()
+        self.wire.close()
         self.pool.disconnect()
         self.engine.dispose()
 

@@ -26,7 +26,7 @@ from seckill.durability import Durability
 from seckill.orders import OrderBook, activity_of_order
 from seckill.recovery import Restorer
 from seckill.schema import CANCELLED
-from seckill.store import KeySpace, Scripts, split_buyer_entry
+from seckill.store import KeySpace, Scripts, Wire, split_buyer_entry
 
 log = logging.getLogger("seckill.stock")
 
@@ -101,9 +101,11 @@ class StockService:
         book: OrderBook,
         restorer: Restorer,
         durability: Durability,
+        wire: Wire,
         rates: Sequence[tuple[int, int]] = (),
     ) -> None:
         self.client = client
+        self.wire = wire  # the purchase's round trip (and a cancel's)
         self.keys = keys
         self.scripts = scripts
         self.book = book
@@ -117,25 +119,25 @@ class StockService:
 
     def _run(self, script: Any, keys: list[str], args: list[Any]) -> Any:
         """Run a writing script, followed on the same connection by WAITAOF when the
-        durability mode asks for it. Returns the script's reply; raises Unavailable when the
-        reply was not read or the write could not be confirmed on disk."""
+        durability mode asks for it, in one round trip (:class:`seckill.store.Wire`). Returns
+        the script's reply; raises Unavailable when the reply was not read or the write could
+        not be confirmed on disk."""
         try:
-            if not self.durability.waits(self.client):
-                return script(keys=keys, args=args)
+            waits = self.durability.waits(self.client)
             for attempt in (1, 2):
-                pipe = self.client.pipeline(transaction=False)
-                pipe.evalsha(script.sha, len(keys), *keys, *args)
-                timeout = self.durability.timeout_ms
-                pipe.execute_command("WAITAOF", *self.durability.needs, timeout)
-                reply, waited = pipe.execute(raise_on_error=False)
+                commands: list[tuple[Any, ...]] = [("EVALSHA", script.sha, len(keys), *keys, *args)]
+                if waits:
+                    commands.append(("WAITAOF", *self.durability.needs,
+                                     self.durability.timeout_ms))
+                reply, *waited = self.wire.call(*commands)
                 if isinstance(reply, NoScriptError) and attempt == 1:
                     # Redis restarted (or SCRIPT FLUSH): the script did not run; load, resend.
                     script.sha = self.client.script_load(script.script)
                     continue
                 if isinstance(reply, Exception):
                     raise reply
-                if _wrote(reply) and not self.durability.confirmed(waited):
-                    log.error("write not confirmed on disk (WAITAOF said %r)", waited)
+                if waits and _wrote(reply) and not self.durability.confirmed(waited[0]):
+                    log.error("write not confirmed on disk (WAITAOF said %r)", waited[0])
                     raise errors.Unavailable(
                         "the decision was taken but not confirmed on disk; check your order "
                         "status before retrying", detail="durability",
