@@ -53,16 +53,25 @@ def _http(exc: HTTPException) -> Response:
     return response
 
 
+def as_domain_error(exc: Exception, method: str, path: str) -> errors.SeckillError:
+    """What any failure means to the client, logged once here (also used by seckill.lane)."""
+    if isinstance(exc, errors.SeckillError):
+        return exc
+    if isinstance(exc, redis.RedisError):
+        # Fail closed: whatever needed Redis (the sale window, a purchase, an order lookup)
+        # cannot be decided; the contract's answer is 503 unavailable, not 500.
+        log.warning("redis unavailable on %s %s: %s", method, path, exc)
+        return errors.Unavailable(detail=type(exc).__name__)
+    log.error("unexpected failure on %s %s", method, path, exc_info=exc)
+    return errors.SeckillError()
+
+
 def _store_unreachable(exc: redis.RedisError) -> Response:
-    # Fail closed: whatever needed Redis (the sale window, a purchase, an order lookup) cannot
-    # be decided; the contract's answer is 503 unavailable, not 500.
-    log.warning("redis unavailable on %s %s: %s", request.method, request.path, exc)
-    return error_response(errors.Unavailable(detail=type(exc).__name__))
+    return error_response(as_domain_error(exc, request.method, request.path))
 
 
 def _unexpected(exc: Exception) -> Response:
-    log.exception("unexpected failure on %s %s", request.method, request.path)
-    return error_response(errors.SeckillError())
+    return error_response(as_domain_error(exc, request.method, request.path))
 
 
 class JsonErrors:

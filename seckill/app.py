@@ -22,6 +22,7 @@ from seckill import db, metrics
 from seckill.activities import ActivityCache, ActivityStore
 from seckill.config import Settings
 from seckill.durability import Durability
+from seckill.lane import PurchaseLane
 from seckill.orders import OrderBook
 from seckill.recovery import Restorer
 from seckill.soldout import SoldOutBoard
@@ -140,12 +141,15 @@ def create_app(config: Settings | Mapping[str, str] | None = None) -> Flask:
     def _observe(response: Response) -> Response:
         outcome = g.get("outcome", "ok")
         endpoint = request.endpoint or "unmatched"
-        metrics.REQUESTS.labels(endpoint, outcome).inc()
+        metrics.answered(endpoint, outcome)
         if endpoint == "user.purchase":
-            metrics.PURCHASE_SECONDS.labels(outcome).observe(time.perf_counter() - g.started)
+            metrics.purchase_took(outcome, time.perf_counter() - g.started)
         response.headers["X-Seckill-Instance"] = instance
         response.headers["X-Seckill-Outcome"] = outcome
         return response
+
+    # The sale's hot route, answered before Flask's request machinery (see seckill/lane.py).
+    app.wsgi_app = PurchaseLane(app, app.wsgi_app)  # type: ignore[method-assign]
 
     logging.getLogger("seckill").setLevel(logging.INFO)
     return app

@@ -7,6 +7,7 @@ up`` sets it) ``/metrics`` aggregates every worker's numbers, otherwise it shows
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -31,6 +32,26 @@ RATELIMIT_FAILURES = Counter(
     "seckill_ratelimit_failures_total",
     "Requests let through because the rate limiter's Redis could not be reached (fail open).",
 )
+
+_answered: dict[tuple[str, str], Any] = {}
+_purchase_seconds: dict[str, Any] = {}
+
+
+def answered(endpoint: str, outcome: str) -> None:
+    """Count one answered request. The labelled children are kept (``labels()`` looks them
+    up under a lock on every call); endpoints and outcomes are a small fixed set."""
+    child = _answered.get((endpoint, outcome))
+    if child is None:
+        child = _answered[endpoint, outcome] = REQUESTS.labels(endpoint, outcome)
+    child.inc()
+
+
+def purchase_took(outcome: str, seconds: float) -> None:
+    child = _purchase_seconds.get(outcome)
+    if child is None:
+        child = _purchase_seconds[outcome] = PURCHASE_SECONDS.labels(outcome)
+    child.observe(seconds)
+
 
 ORDERS_STORED = Counter(
     "seckill_orders_stored_total",
