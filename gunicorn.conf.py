@@ -59,11 +59,15 @@ def child_exit(server: object, worker: object) -> None:
 # already there, so under CPU saturation a greenlet whose client answers fast serves request
 # after request while the other connections wait: the bench counted connections served 13
 # times in 8 s next to others served 3,507 times, and a bare hello app had p99 ~1.3 s with 2 s
-# timeouts at 100 connections. Yielding once after each request puts the greenlet back in
-# line: same throughput, hello p99 59-147 ms and no timeouts (bench/results/fairness.md).
+# timeouts at 100 connections. So after each request the greenlet waits until the event loop
+# has nothing else to do (gevent.idle): every connection with a request waiting is served
+# once before any is served twice. Measured (bench/results/fairness.md), bare hello, wrk
+# -c100 / -c1000 on the same 2 cores: no yield p99 1.3 s / timeouts; gevent.sleep(0) p99
+# 59-336 ms / 1.5-2.2 s with timeouts; gevent.idle p99 29-59 ms / 330-490 ms, no timeouts,
+# the same req/s. (A yield bounded by a timer brought the c1000 tail back: 3-3.4 s.)
 # GUNICORN_YIELD_AFTER_REQUEST=0 turns it off.
 if os.environ.get("GUNICORN_YIELD_AFTER_REQUEST", "1") != "0":
     def post_request(worker: object, req: object, environ: object, resp: object) -> None:
         import gevent
 
-        gevent.sleep(0)
+        gevent.idle()
