@@ -1,16 +1,43 @@
 """The in-process sold-out flag: most of a flash-sale crowd arrives after the last unit went.
 
-When the purchase script says "sold out", this process remembers it for the activity, with
-the activity's winners (one HGETALL of the buyers hash, at most every ``ttl`` seconds). From
-then on a purchase is answered at the edge with **no Redis call**: a winner repeating their
-purchase gets 409 ``already_purchased`` with their order id (the contract's idempotent repeat),
-everyone else 410 ``sold_out``.
+When the purchase script says "sold out", this process flags the activity, with its winners
+(read once, with the HGETALL of the buyers hash). From then on a purchase is answered at the
+edge with **no Redis call**: a winner repeating their purchase gets 409 ``already_purchased``
+with their order id (the contract's idempotent repeat), everyone else 410 ``sold_out``. A flag
+does not expire, and no request re-checks it: keeping flags honest is background work.
 
-The flag is dropped
+A flag is dropped
 
-* at once in every process when units come back (a cancellation or a restock publishes the
-  activity id on a pub/sub channel that each process listens to), so they are sold again;
-* after ``ttl`` seconds anyway, so a missed message (a reconnect) costs at most that long.
+* at once in every process when units come back: a cancellation or a restock publishes the
+  activity id on a pub/sub channel, which each process's listener thread hears;
+* when a purchase goes through in this process (:meth:`note_sale`);
+* all flags, whenever the listener subscribes again after a failure: messages may have been
+  missed while it was away;
+* by the **background check**, for messages lost anyway (a publish that failed after its
+  cancel, a connection that died without an error). Every ``ttl`` seconds
+  (``SECKILL_SOLD_OUT_TTL``) the listener's thread reads the ``remaining``, ``sold`` and
+  ``seq`` of every flagged activity (one HMGET each, one round trip in all, on connections of
+  its own named ``seckill-background-sold-out``) and drops each flag whose fields changed
+  since it was raised. Every return of units changes ``remaining`` or ``sold`` and every sale
+  ``seq``, so a unit cancelled and sold again meanwhile (the same ``remaining``, but other
+  winners) is caught too; the winners were read in the same MULTI as those fields;
+* when no request consulted it for a minute (``10 * ttl`` if longer): the next "sold out"
+  raises it again, and the check's cost follows the activities in use, not every activity
+  that ever sold out.
+
+So while the background check works, a flag outlives the state it stands for by at most
+``ttl`` plus a round of the check, and no request ever asks Redis about it. A slow round (a
+starved thread under load) only delays that bound; it does not send requests to Redis.
+
+When the check cannot work (its last round failed: Redis unreachable; or its thread ended),
+nothing keeps the flags honest, and a flag must not hold forever on trust. Then **one**
+request per second and flag does the check's read itself, on the requests' connections (and
+restarts a dead listener thread): unchanged, the flag keeps answering; changed, it is dropped
+and that request goes on to the purchase script; if the read fails, that request goes to the
+script, the authority (a 503 while Redis is down). The rest of the crowd keeps the flag's
+answer meanwhile rather than pile onto a Redis that may be down: nothing can be sold or given
+back without Redis, and a message missed during an outage is covered by the drop at
+re-subscription. A flag is then wrong for at most about a second.
 
 Activities with more than ``max_winners`` buyers are flagged without the winners list; their
 purchases then still go to the script (one round trip) rather than hold a huge copy here.
@@ -27,36 +54,55 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
+from redis.client import PubSub
 
 from seckill import errors
+from seckill.activities import background_client
 from seckill.store import KeySpace, split_buyer_entry
 
 log = logging.getLogger("seckill.soldout")
 
+# The meta fields a flag is verified against: a sale bumps seq (and sold), a cancellation
+# lowers sold and raises remaining, a restock moves remaining.
+STATE_FIELDS = ("remaining", "sold", "seq")
+
+State = tuple[str | None, ...]
+
 
 class _Flag:
-    """One activity's sold-out flag: until when it holds, its winners (uid -> the 409's extra
-    fields: order id, and a packet's amount; None when too many to hold), and when a request
-    last went to re-check it."""
+    """One activity's sold-out flag: the meta fields it stands for (``STATE_FIELDS``), its
+    winners (uid -> the 409's extra fields: order id, and a packet's amount; None when too
+    many to hold), whether a request consulted it since the last check (and for how many
+    checks none did), and when a request last re-checked it in the background's stead."""
 
-    __slots__ = ("checking_since", "expires", "winners")
+    __slots__ = ("idle", "rechecked", "state", "used", "winners")
 
-    def __init__(self, expires: float, winners: dict[str, dict[str, Any]] | None) -> None:
-        self.expires = expires
+    def __init__(self, state: State, winners: dict[str, dict[str, Any]] | None) -> None:
+        self.state = state
         self.winners = winners
-        self.checking_since = -math.inf
+        self.used = True
+        self.idle = 0
+        self.rechecked = -math.inf
 
 
 class SoldOutBoard:
     def __init__(
         self, client: redis.Redis, keys: KeySpace, ttl: float = 2.0, max_winners: int = 200_000
     ) -> None:
-        self.client = client
+        self.client = client  # the requests' connections: raising a flag, the fallback re-check
         self.keys = keys
-        self.ttl = ttl
+        self.ttl = ttl  # how often the background check runs
         self.max_winners = max_winners
+        # Checks in a row without a request consulting a flag before it is forgotten.
+        self.idle_checks = math.ceil(max(60.0, 10 * ttl) / ttl)
+        self._background = background_client(client, "sold-out")
         self._flags: dict[str, _Flag] = {}
-        self._check_lock = threading.Lock()
+        # True while the background check keeps the flags honest: its thread runs and its
+        # last round worked.
+        self._vouched = False
+        # Bumped by every clear: a flag read before a clear is not raised after it.
+        self._clears = 0
+        self._recheck_lock = threading.Lock()
         # Also told when a flag is dropped (the activity cache forgets its stale copy).
         self.on_clear: list[Callable[[str | None], None]] = []
         self._stop = threading.Event()
@@ -64,25 +110,23 @@ class SoldOutBoard:
         self._listener: threading.Thread | None = None
         self._listen_lock = threading.Lock()
 
+    @property
+    def vouched(self) -> bool:
+        """Whether the background check keeps the flags honest (its thread runs and its last
+        round worked); if not, requests re-check them (see the module docstring)."""
+        return self._vouched
+
     # -- the hot path --------------------------------------------------------------------
 
     def _flag(self, aid: str) -> _Flag | None:
-        """The flag to answer with, or None when this request should go to the script.
-
-        A flag past its ``ttl`` is re-checked by **one** request per second (it goes to the
-        script: "sold out" renews the flag, a sale drops it); every other request keeps the
-        stale answer meanwhile, so an expiring flag never sends the whole crowd to Redis."""
+        """The flag to answer with, or None when this request should go to the script."""
         flag = self._flags.get(aid)
         if flag is None:
             return None
-        now = time.monotonic()
-        if flag.expires > now:
+        flag.used = True
+        if self._vouched:
             return flag
-        with self._check_lock:
-            if now - flag.checking_since >= 1.0:
-                flag.checking_since = now
-                return None
-        return flag
+        return self._recheck(aid, flag)
 
     def is_flagged(self, aid: str) -> bool:
         return self._flag(aid) is not None
@@ -97,41 +141,72 @@ class SoldOutBoard:
             raise errors.AlreadyPurchased(**won)
         raise errors.SoldOut()
 
+    def _recheck(self, aid: str, flag: _Flag) -> _Flag | None:
+        """The fallback while the background check is not working: one request a second reads
+        the flag's state itself (see the module docstring)."""
+        now = time.monotonic()
+        with self._recheck_lock:
+            if now - flag.rechecked < 1.0:
+                return flag
+            flag.rechecked = now
+        self.ensure_listening()
+        try:
+            self._verify([(aid, flag)], self.client)
+        except redis.RedisError as exc:
+            log.debug("sold-out flag for %s not verified (%s: %s): asking the script", aid,
+                      type(exc).__name__, exc)
+            return None
+        return self._flags.get(aid)
+
     # -- learning and forgetting ---------------------------------------------------------
 
     def mark(self, aid: str) -> None:
         """The script said sold out: flag it here, with the winners if they are few enough."""
         self.ensure_listening()
-        flag = self._flags.get(aid)
-        if flag is not None:
-            # Still sold out: renew. The winners cannot have changed meanwhile: only a
-            # cancellation or a restock frees a unit, and each of those drops the flag.
-            flag.expires = time.monotonic() + self.ttl
-            flag.checking_since = -math.inf
-            return
-        winners: dict[str, dict[str, Any]] | None = None
+        if aid in self._flags:
+            return  # raised meanwhile by another request; the background check keeps it honest
+        clears = self._clears
         try:
-            if int(self.client.hlen(self.keys.buyers(aid))) <= self.max_winners:
-                pipe = self.client.pipeline(transaction=False)
-                pipe.hgetall(self.keys.buyers(aid))
-                pipe.hgetall(self.keys.amounts(aid))  # red-envelope packets: their amounts
-                raw, amounts = pipe.execute()
-                winners = {}
-                for uid, value in raw.items():
-                    won: dict[str, Any] = {"order_id": split_buyer_entry(value)[0]}
-                    if uid in amounts:
-                        won["amount"] = int(amounts[uid])
-                    winners[uid] = won
+            state, winners = self._read_state(aid)
         except redis.RedisError as exc:
-            log.warning("sold-out flag for %s without winners (%s)", aid, exc)
-        self._flags[aid] = _Flag(time.monotonic() + self.ttl, winners)
+            log.warning("no sold-out flag for %s (%s: %s)", aid, type(exc).__name__, exc)
+            return
+        # Units came back since the script's answer, or a flag was dropped while this one was
+        # being read (perhaps this activity's, for a change the read came too early to see):
+        # no flag, the next "sold out" raises it. (A drop between here and the assignment is
+        # caught by the background check.)
+        if state[0] == "0" and clears == self._clears:
+            self._flags[aid] = _Flag(state, winners)
+
+    def _read_state(self, aid: str) -> tuple[State, dict[str, dict[str, Any]] | None]:
+        buyers = self.keys.buyers(aid)
+        few = int(self.client.hlen(buyers)) <= self.max_winners
+        # One MULTI: the winners are exactly those of the state the flag will be checked
+        # against.
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hmget(self.keys.meta(aid), STATE_FIELDS)
+        if few:
+            pipe.hgetall(buyers)
+            pipe.hgetall(self.keys.amounts(aid))  # red-envelope packets: their amounts
+        replies = pipe.execute()
+        if not few:
+            return tuple(replies[0]), None
+        raw, amounts = replies[1], replies[2]
+        winners: dict[str, dict[str, Any]] = {}
+        for uid, value in raw.items():
+            won: dict[str, Any] = {"order_id": split_buyer_entry(value)[0]}
+            if uid in amounts:
+                won["amount"] = int(amounts[uid])
+            winners[uid] = won
+        return tuple(replies[0]), winners
 
     def note_sale(self, aid: str) -> None:
         """A purchase went through: whatever this process believed, the activity is not sold
-        out (a missed pub/sub message is corrected by the first re-check)."""
+        out (a flag another process still holds is dropped by its background check)."""
         self._flags.pop(aid, None)
 
     def clear(self, aid: str | None = None) -> None:
+        self._clears += 1
         if aid is None:
             self._flags.clear()
         else:
@@ -139,13 +214,42 @@ class SoldOutBoard:
         for callback in self.on_clear:
             callback(aid)
 
+    # -- the background check ------------------------------------------------------------
+
+    def check(self) -> None:
+        """One round of the background check (the listener's thread runs it every ``ttl``
+        seconds): verify every flag in use, forget those no request consulted for a while."""
+        due = []
+        for aid, flag in list(self._flags.items()):
+            flag.idle = 0 if flag.used else flag.idle + 1
+            flag.used = False
+            if flag.idle <= self.idle_checks:
+                due.append((aid, flag))
+            elif self._flags.get(aid) is flag:
+                self._flags.pop(aid, None)  # not a change of state: the activity copy stays
+        if due:
+            self._verify(due, self._background)
+
+    def _verify(self, flags: list[tuple[str, _Flag]], client: redis.Redis) -> None:
+        """Read the flagged activities' state (one round trip); drop the flags it no longer
+        matches."""
+        pipe = client.pipeline(transaction=False)
+        for aid, _ in flags:
+            pipe.hmget(self.keys.meta(aid), STATE_FIELDS)
+        replies = pipe.execute()
+        for (aid, flag), state in zip(flags, replies, strict=True):
+            if tuple(state) != flag.state and self._flags.get(aid) is flag:
+                self.clear(aid)
+
     # -- the pub/sub listener ------------------------------------------------------------
 
     def ensure_listening(self) -> None:
-        if self._listener is not None or self._stop.is_set():
+        """Start the listener thread (again, if it died) unless closed."""
+        listener = self._listener
+        if (listener is not None and listener.is_alive()) or self._stop.is_set():
             return
         with self._listen_lock:
-            if self._listener is None:
+            if self._listener is None or not self._listener.is_alive():
                 self._listener = threading.Thread(
                     target=self._listen, name="seckill-sold-out-listener", daemon=True
                 )
@@ -154,30 +258,55 @@ class SoldOutBoard:
         self._subscribed.wait(timeout=1.0)
 
     def _listen(self) -> None:
+        self._vouched = True  # every flag was read at most a round ago (or is dropped below)
+        try:
+            self._listen_and_check()
+        finally:
+            self._vouched = False  # nothing keeps the flags honest now: requests re-check them
+
+    def _listen_and_check(self) -> None:
         channel = self.keys.stock_returned_channel()
+        pubsub: PubSub | None = None
+        next_check = time.monotonic() + self.ttl
         while not self._stop.is_set():
-            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
             try:
-                pubsub.subscribe(channel)
-                if self._subscribed.is_set():
-                    # Back after a failure: messages may have been missed meanwhile, so forget
-                    # every flag. (Before the first subscription there is none to forget:
-                    # mark() waits for it.)
-                    self.clear()
-                self._subscribed.set()
-                while not self._stop.is_set():
-                    message = pubsub.get_message(timeout=1.0)
-                    if message and message.get("type") == "message":
-                        self.clear(str(message["data"]))
-            except redis.RedisError as exc:
-                log.debug("sold-out listener reconnecting after %s", exc)
-                self.clear()
-                self._stop.wait(1.0)
-            finally:
-                with contextlib.suppress(redis.RedisError):
-                    pubsub.close()
+                if pubsub is None:
+                    pubsub = self._background.pubsub(ignore_subscribe_messages=True)
+                    pubsub.subscribe(channel)
+                    if self._subscribed.is_set():
+                        # Back after a failure (or a restart of this thread): messages may have
+                        # been missed meanwhile, so forget every flag. (Before the first
+                        # subscription there is none to forget: mark() waits for it.)
+                        self.clear()
+                    self._subscribed.set()
+                wait = min(1.0, max(0.0, next_check - time.monotonic()))
+                message = pubsub.get_message(timeout=wait)
+                if message and message.get("type") == "message":
+                    self.clear(str(message["data"]))
+            except Exception as exc:  # Redis unreachable (or a bug): subscribe again
+                log.log(logging.DEBUG if isinstance(exc, redis.RedisError) else logging.ERROR,
+                        "sold-out listener resubscribing after %s: %s", type(exc).__name__, exc)
+                if pubsub is not None:
+                    with contextlib.suppress(Exception):
+                        pubsub.close()
+                    pubsub = None
+                self._stop.wait(min(1.0, self.ttl))
+            if time.monotonic() >= next_check:
+                try:
+                    self.check()
+                    self._vouched = True
+                except Exception as exc:  # the flags fall back to being re-checked by requests
+                    log.log(logging.WARNING if self._vouched else logging.DEBUG,
+                            "sold-out flags not verified, requests re-check them: %s: %s",
+                            type(exc).__name__, exc)
+                    self._vouched = False
+                next_check = time.monotonic() + self.ttl
+        if pubsub is not None:
+            with contextlib.suppress(Exception):
+                pubsub.close()
 
     def close(self) -> None:
         self._stop.set()
         if self._listener is not None:
             self._listener.join(timeout=3)
+        self._background.connection_pool.disconnect()
