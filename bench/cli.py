@@ -82,7 +82,8 @@ def one_run(setup: Setup, stack: Stack, workload: Workload, round_no: int,
     time.sleep(0.3)  # requests wrk stopped waiting for finish (their Redis calls count)
     moved = delta(before, snapshot(stack.client))
     run = Run(workload=workload.name, round=round_no, connections=connections, result=result,
-              foreign=foreign, load=(load0, load1), reads=moved.reads, calls=moved.calls)
+              foreign=foreign, load=(load0, load1), reads=moved.reads, calls=moved.calls,
+              background=moved.background)
     prepared.after(run)
     prepared.requests_file.unlink(missing_ok=True)
     if workload.counted and not result.complete:

@@ -10,6 +10,12 @@ Two counts per request come out of it:
   to what the scripts did.
 
 The snapshot's own INFO call is left out of both counts.
+
+A third count tells the gateway's background threads apart from its requests: those threads
+(the activity-copy refresher, the sold-out flags' check) use connections named
+``seckill-background-*`` (``seckill.store.background_client``), and ``CLIENT LIST`` gives each
+connection's ``tot-cmds``. ``background`` is their sum; whatever else the run saw came from the
+requests (and from this harness's own snapshot connection, left out).
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from typing import Any
 
 import redis
 
+from seckill.store import BACKGROUND_CLIENT_PREFIX
+
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -26,6 +34,7 @@ class Snapshot:
     reads: int
     used_memory: int
     keys: int
+    background: dict[str, int]  # "name id" -> tot-cmds of each background connection
 
 
 def snapshot(client: redis.Redis) -> Snapshot:
@@ -37,14 +46,20 @@ def snapshot(client: redis.Redis) -> Snapshot:
     }
     keys = sum(int(v.get("keys", 0)) for k, v in info.items()
                if k.startswith("db") and isinstance(v, dict))
+    background = {
+        f"{c['name']} {c['id']}": int(c.get("tot-cmds", 0))
+        for c in client.client_list()
+        if str(c.get("name", "")).startswith(BACKGROUND_CLIENT_PREFIX)
+    }
     return Snapshot(calls=calls, reads=int(info["total_reads_processed"]),
-                    used_memory=int(info["used_memory"]), keys=keys)
+                    used_memory=int(info["used_memory"]), keys=keys, background=background)
 
 
 @dataclass(frozen=True)
 class Delta:
     calls: dict[str, int]  # command -> calls during the run, INFO left out
     reads: int  # socket reads (round trips) during the run, our INFO left out
+    background: int = 0  # commands the gateway's background threads sent during the run
 
     @property
     def commands(self) -> int:
@@ -72,5 +87,8 @@ def delta(before: Snapshot, after: Snapshot) -> Delta:
             d -= 1  # the "after" snapshot's own call
         if d > 0:
             calls[name] = d
+    background = sum(n - before.background.get(key, 0) for key, n in after.background.items())
     # The "after" INFO was read before it was counted; the "before" one is in `before`.
-    return Delta(calls=calls, reads=max(0, after.reads - before.reads - 1))
+    # (CLIENT LIST comes after INFO in a snapshot, so it is in neither count.)
+    return Delta(calls=calls, reads=max(0, after.reads - before.reads - 1),
+                 background=max(0, background))

@@ -103,6 +103,7 @@ class Run:
     load: tuple[float, float]  # 1-minute load average before and after
     reads: int  # Redis round trips during the run
     calls: dict[str, int]  # Redis commands during the run
+    background: int = 0  # of them sent by the gateway's background threads (not by requests)
     checks: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     failed: bool = False  # a correctness check failed (winners != units, ...)

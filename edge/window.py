@@ -1,9 +1,11 @@
 """The sale window and the sold-out flag, decided from in-process activity metadata.
 
 Before-start, after-end and unknown-activity requests are the bulk of a flash-sale crowd;
-here they are answered from a cache that is at most ``SECKILL_META_TTL`` seconds old, with no
-Redis round trip. The purchase script re-checks the window on Redis's clock, so a stale cache
-or a gateway with a skewed clock can delay a rejection but never let a purchase through.
+here they are answered from this process's copy of the activity, with no Redis round trip (a
+background thread reloads the copies in use every ``SECKILL_META_TTL`` seconds; see
+``seckill.activities.ActivityCache``). The purchase script re-checks the window on Redis's
+clock, so a stale copy or a gateway with a skewed clock can delay a rejection but never let
+a purchase through.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Any
 import redis
 
 from seckill import errors, packets
-from seckill.store import KeySpace, Scripts
+from seckill.store import KeySpace, Scripts, background_client
 
 log = logging.getLogger("seckill.activities")
 
@@ -292,21 +292,6 @@ class ActivityStore:
         if not fields:
             return None
         return Activity.from_redis(aid, fields)  # type: ignore[arg-type]
-
-
-BACKGROUND_CLIENT_PREFIX = "seckill-background-"
-
-
-def background_client(client: redis.Redis, name: str) -> redis.Redis:
-    """A client for a background thread: the same server, timeouts and (no) retries as
-    ``client``, on connections of its own named ``seckill-background-<name>`` on the server
-    (``CLIENT LIST``). Background work never waits behind a crowd for the requests' pool, and
-    its commands can be told apart from the requests' (the tests count both)."""
-    pool = client.connection_pool
-    kwargs = {**pool.connection_kwargs, "client_name": BACKGROUND_CLIENT_PREFIX + name}
-    return redis.Redis(
-        connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
-    )
 
 
 _MAX_COPIES = 10_000  # unknown ids are copied too: a flood of random ids must not grow this

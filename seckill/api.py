@@ -136,7 +136,7 @@ def admin_blueprint() -> Blueprint:
             raise errors.BadRequest(f"add must be an integer in -{MAX_TOTAL}..{MAX_TOTAL}",
                                     field="add")
         total, remaining = services.stock.restock(found.id, add)
-        services.cache.forget(found.id)
+        services.board.clear(found.id)  # this process at once; the others by pub/sub
         updated = dataclasses.replace(found, total=total, remaining=remaining)
         return updated.public(now_ms())
 
@@ -147,7 +147,7 @@ def admin_blueprint() -> Blueprint:
         services.stock.cancel(order_id)
         aid = activity_of_order(order_id)
         if aid is not None:
-            services.cache.forget(aid)
+            services.board.clear(aid)  # this process at once; the others by pub/sub
         return {"status": "cancelled", "order_id": order_id}
 
     @bp.get("/admin/activities/<aid>/stats")

@@ -88,6 +88,7 @@ class Services:
 
     def close(self) -> None:
         self.board.close()
+        self.cache.close()
         self.wire.close()
         self.pool.disconnect()
         self.engine.dispose()

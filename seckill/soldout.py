@@ -57,8 +57,7 @@ import redis
 from redis.client import PubSub
 
 from seckill import errors
-from seckill.activities import background_client
-from seckill.store import KeySpace, split_buyer_entry
+from seckill.store import KeySpace, background_client, split_buyer_entry
 
 log = logging.getLogger("seckill.soldout")
 

@@ -288,8 +288,8 @@ class StockService:
         try:
             self.client.publish(self.keys.stock_returned_channel(), aid)
         except redis.RedisError:
-            log.warning("could not announce returned stock for %s; sold-out flags expire anyway",
-                        aid)
+            log.warning("could not announce returned stock for %s; the background check of "
+                        "sold-out flags finds it within SECKILL_SOLD_OUT_TTL", aid)
 
     def stats(self, aid: str) -> Stats | None:
         pipe = self.client.pipeline(transaction=False)

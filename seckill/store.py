@@ -147,6 +147,21 @@ class Scripts:
         self.restock: Script = client.register_script(lua_source("restock"))
 
 
+BACKGROUND_CLIENT_PREFIX = "seckill-background-"
+
+
+def background_client(client: redis.Redis, name: str) -> redis.Redis:
+    """A client for a background thread: the same server, timeouts and (no) retries as
+    ``client``, on connections of its own named ``seckill-background-<name>`` on the server
+    (``CLIENT LIST``). Background work never waits behind a crowd for the requests' pool, and
+    its commands can be told apart from the requests' (the tests count both)."""
+    pool = client.connection_pool
+    kwargs = {**pool.connection_kwargs, "client_name": BACKGROUND_CLIENT_PREFIX + name}
+    return redis.Redis(
+        connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+    )
+
+
 class Wire:
     """The purchase's one round trip: its commands (EVALSHA, then WAITAOF when the durability
     mode asks for it) written in one send on a connection of its own, every reply read back.
