@@ -1,19 +1,24 @@
 """Per-user rate limit on Redis, keyed by the authenticated user id.
 
 The limit is a check in the edge chain, after identity (so it always has its key) and after
-every check that needs no Redis (so the requests those reject cost nothing here). It is the
-fixed-window strategy of ``limits``, the library flask-limiter is built on, with the same rate
-syntax (``SECKILL_USER_RATE``, e.g. ``5/second``) and the same scope (per user, per endpoint),
-on the gateway's own Redis pool: one EVALSHA (INCR + EXPIRE) per checked request.
+every check that needs no Redis (so the requests those reject cost nothing here). Fixed
+windows, in the rate syntax of ``limits``/flask-limiter (``SECKILL_USER_RATE``, e.g.
+``5/second``, parsed by ``limits``), per user and per endpoint, counted by ``lua/rate_limit.lua``
+(INCR, PEXPIRE on the first hit, PTTL when over) in **one** round trip for all the rates, on
+the purchase lane's own connections (``seckill.store.Wire``). The purchase counts the same
+limit inside its own script (``lua/include/rate_limit.lua``, shared).
 
-Why not flask-limiter's extension itself (it was used until the performance work): its
-``before_request`` middleware runs on *every* request, limited or not, and its decorator then
-evaluates the view's limits a second time; on this 2-core machine that machinery cost more CPU
-than the Redis call it wraps (figures in the README's Performance section). It also has two
-traps a gateway must not fall into: a limit whose key function returns "" is silently
-skipped, and with ``swallow_errors`` an exception in the key function lets the request through
-unlimited. Here the key is the verified user id (``Passage.require_uid`` raises without one,
-and a view cannot ask for ``rate`` without ``user``), and storage errors are handled below.
+Why not flask-limiter's extension (used until the performance work): its ``before_request``
+middleware runs on *every* request, limited or not, and its decorator then evaluates the
+view's limits a second time; on this 2-core machine that machinery cost more CPU than the
+Redis call it wraps. Why not ``limits``' own ``FixedWindowRateLimiter`` (used next): one
+round trip per rate through redis-py's ``Script`` and pool, ~23% of a URL issuance's CPU in
+``python -m bench.profile --workload url``; the ``Wire`` costs half as much per call
+(``python -m bench.wire``). flask-limiter's extension also has two traps a gateway must not
+fall into: a limit whose key function returns "" is silently skipped, and with
+``swallow_errors`` an exception in the key function lets the request through unlimited. Here
+the key is the verified user id (``Passage.require_uid`` raises without one, and a view cannot
+ask for ``rate`` without ``user``), and storage errors are handled below.
 
 Failure behaviour (written down, as the design asks): when the limiter's Redis cannot be
 reached the limit **fails open**, and every such request is counted in
@@ -25,12 +30,13 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
+from typing import Any
 
 import redis
 from flask import Flask
-from limits import RateLimitItem, parse_many
-from limits.storage import RedisStorage
-from limits.strategies import FixedWindowRateLimiter
+from limits import parse_many
+from redis.exceptions import NoScriptError
 
 from edge import RATE, Edge, Passage
 from seckill import errors, metrics
@@ -40,28 +46,35 @@ log = logging.getLogger("seckill.ratelimit")
 
 class UserRateLimit:
     def __init__(self) -> None:
-        self.strategy: FixedWindowRateLimiter | None = None
-        self.items: list[RateLimitItem] = []
+        self.rates: list[tuple[int, int]] = []  # (limit, window ms)
+        self.wire: Any = None  # seckill.store.Wire
+        self.script: Any = None  # redis-py Script of lua/rate_limit.lua (sha, source)
+        self.client: redis.Redis | None = None  # to load the script after a SCRIPT FLUSH
+        self.key: Callable[[str, str, int], str] = lambda uid, endpoint, window: ""
 
-    def init_app(self, app: Flask, pool: redis.ConnectionPool, key_prefix: str, rate: str) -> None:
-        storage = RedisStorage("redis://", connection_pool=pool, key_prefix=key_prefix)
-        self.strategy = FixedWindowRateLimiter(storage)
-        self.items = parse_many(rate)  # one EVALSHA each; the default is a single rate
+    def init_app(self, app: Flask, wire: Any, script: Any, client: redis.Redis,
+                 key: Callable[[str, str, int], str], rate: str) -> None:
+        self.rates = [(item.amount, item.get_expiry() * 1000) for item in parse_many(rate)]
+        self.wire, self.script, self.client, self.key = wire, script, client, key
         app.extensions["edge.user_rate_limit"] = self
         Edge.of(app).add({RATE}, self.check)
 
     def check(self, passage: Passage) -> None:
-        assert self.strategy is not None
         uid = passage.require_uid()
-        endpoint = passage.endpoint
-        for item in self.items:
-            try:
-                # Per user and per endpoint: a buyer's URL requests and purchases count apart.
-                allowed = self.strategy.hit(item, "user", uid, endpoint)
-            except redis.RedisError as exc:
-                metrics.RATELIMIT_FAILURES.inc()
-                log.warning("rate limit not checked for %s (fails open): %s", uid, exc)
-                return
-            if not allowed:
-                # A fixed window resets within its length: an upper bound known without Redis.
-                raise errors.RateLimited(retry_after=max(1, math.ceil(item.get_expiry())))
+        # Per user and per endpoint: a buyer's URL requests and purchases count apart.
+        keys = [self.key(uid, passage.endpoint, window) for _, window in self.rates]
+        args = [n for rate in self.rates for n in rate]
+        try:
+            reply = self.wire.call(("EVALSHA", self.script.sha, len(keys), *keys, *args))[0]
+            if isinstance(reply, NoScriptError):  # Redis restarted: load it, count once
+                assert self.client is not None
+                self.script.sha = self.client.script_load(self.script.script)
+                reply = self.wire.call(("EVALSHA", self.script.sha, len(keys), *keys, *args))[0]
+            if isinstance(reply, Exception):
+                raise reply
+        except redis.RedisError as exc:
+            metrics.RATELIMIT_FAILURES.inc()
+            log.warning("rate limit not checked for %s (fails open): %s", uid, exc)
+            return
+        if reply[0] == "rate_limited":
+            raise errors.RateLimited(retry_after=max(1, math.ceil(int(reply[1]) / 1000)))

@@ -29,6 +29,7 @@
 -- in the amounts hash, never in both, never in neither (cancel.lua pushes it back). Amounts
 -- stay strings end to end, so no number formatting can alter them.
 
+local rate_argv_offset = 3  -- ARGV[1..3] are this script's own
 -- @include rate_limit
 -- @include sale_window
 

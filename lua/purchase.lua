@@ -27,6 +27,7 @@
 -- check comes before the stock check so that a winner repeating the purchase after the
 -- sale sold out still learns their order id.
 
+local rate_argv_offset = 3  -- ARGV[1..3] are this script's own
 -- @include rate_limit
 -- @include sale_window
 

@@ -57,6 +57,12 @@ def parse_quantity(body: Any, per_user_limit: int) -> int:
     return quantity
 
 
+def issue_url(services: Any, activity: Activity, uid: str) -> dict[str, Any]:
+    """The signed purchase URL for a user the edge has let through."""
+    token, expires_at = services.signer.sign(activity.id, uid)
+    return {"url": f"/seckill/{activity.id}/{token}/buy", "expires_at": expires_at}
+
+
 def buy(services: Any, activity: Activity, uid: str, raw_body: bytes) -> dict[str, Any]:
     """A purchase the edge has let through: the body's quantity, then the script's decision.
     Returns the 200's body; a refusal is raised as its ``errors`` exception."""
@@ -88,9 +94,8 @@ def user_blueprint() -> Blueprint:
     @bp.get("/seckill/url")
     @edge.filters(edge.USER, edge.WINDOW, edge.IN_STOCK, edge.RATE)
     def purchase_url() -> dict[str, Any]:
-        activity: Activity = g.activity
-        token, expires_at = _services().signer.sign(activity.id, edge.current_uid())
-        return {"url": f"/seckill/{activity.id}/{token}/buy", "expires_at": expires_at}
+        # Like the purchase, normally answered by seckill.lane before Flask sees it.
+        return issue_url(_services(), g.activity, edge.current_uid())
 
     @bp.post("/seckill/<aid>/<token>/buy")
     # No edge.RATE here: the per-user limit on purchases is counted by the purchase script

@@ -130,8 +130,10 @@ class KeySpace:
         so that every process drops its sold-out flag for it."""
         return f"{self.prefix}:stock-returned"
 
-    def rate_limit_prefix(self) -> str:
-        return f"{self.prefix}:rl"
+    def user_rate(self, uid: str, endpoint: str, window_ms: int) -> str:
+        """A user's request counter on one endpoint for one fixed window (lua/rate_limit.lua);
+        a user's counters share the hash tag ``{<user>}``, so one script can touch them all."""
+        return f"{self.prefix}:rl:{{{uid}}}:{endpoint}:{window_ms}"
 
 
 class Scripts:
@@ -145,6 +147,7 @@ class Scripts:
         self.confirm: Script = client.register_script(lua_source("confirm"))
         self.unlock: Script = client.register_script(lua_source("unlock"))
         self.restock: Script = client.register_script(lua_source("restock"))
+        self.rate_limit: Script = client.register_script(lua_source("rate_limit"))
 
 
 BACKGROUND_CLIENT_PREFIX = "seckill-background-"

@@ -71,6 +71,31 @@ class Pair:
                   if k.lower() not in ("content-length",)]
         return response.status, listed, orjson.loads(text) if text else text
 
+    def send_url(self, side: str, uid: str | None, query: str | None,
+                 headers: dict[str, str] | None = None) -> tuple[str, list[tuple[str, str]], Any]:
+        client = self.laned if side == "lane" else self.flask_only
+        query = f"activity={self.aids[side]}" if query is None else query
+        all_headers = dict(user_headers(f"{uid}-{side}")) if uid else {}  # own rate counters
+        all_headers.update(headers or {})
+        response = client.get(f"/seckill/url?{query}", headers=all_headers)
+        text = response.get_data(as_text=True)
+        for name, value in self.aids.items():
+            text = text.replace(value, f"<aid:{name == side}>")
+        text = re.sub(r"/[0-9]+\.[0-9a-f]+\.[A-Za-z0-9_-]+/buy", "/<token>/buy", text)
+        text = re.sub(r'"(expires_at|now_ms)":\d+', r'"\1":0', text)
+        listed = [(k, v) for k, v in response.headers.items() if k.lower() != "content-length"]
+        return response.status, listed, orjson.loads(text)
+
+    def same_url(self, uid: str | None, query: str | None = None, *, flask: bool = False,
+                 headers: dict[str, str] | None = None) -> tuple[str, Any]:
+        """GET /seckill/url both ways; ``flask``: the lane is expected to pass it on."""
+        before = self.into_flask.calls
+        laned = self.send_url("lane", uid, query, headers)
+        assert self.into_flask.calls == before + (1 if flask else 0)
+        plain = self.send_url("flask", uid, query, headers)
+        assert laned == plain
+        return laned[0], laned[2]
+
     def same(self, uid: str | None, **options: Any) -> tuple[str, Any]:
         before = self.into_flask.calls
         laned = self.send("lane", uid, **options)
@@ -161,3 +186,31 @@ def test_other_methods_and_paths_are_flasks(pair: Pair) -> None:
     assert pair.laned.post(f"/seckill/{aid}/{pair.signer.sign(aid, uid)[0]}/buy",
                            headers=user_headers(uid)).status_code == 200
     assert pair.into_flask.calls == before + 3
+
+
+def test_url_issuance_answers_alike(pair: Pair) -> None:
+    pair.activities(total=1)
+    status, body = pair.same_url("ann")
+    assert (status, body) == ("200 OK", {"url": "/seckill/<aid:True>/<token>/buy",
+                                         "expires_at": 0})
+    assert pair.same_url(None)[1]["error"] == "unauthenticated"
+    assert pair.same_url("ann", "activity=no-such-thing")[1]["error"] == "unknown_activity"
+    # Queries that need decoding, or are not just the activity, are Flask's.
+    assert pair.same_url("ann", "", flask=True)[1]["error"] == "bad_request"
+    assert pair.same_url("ann", "activity=", flask=True)[1]["error"] == "bad_request"
+    assert pair.same_url("ann", "activity=caf%C3%A9", flask=True)[1]["error"] == (
+        "unknown_activity")
+    assert pair.same_url("ann", "activity=x&activity=y", flask=True)[1]["error"] == (
+        "unknown_activity")
+    for _ in range(3):  # 3/hour: the 4th URL request of a user is refused
+        assert pair.same_url("bob")[0] == "200 OK"
+    status, body = pair.same_url("bob")
+    assert (status, body["error"]) == ("429 TOO MANY REQUESTS", "rate_limited")
+    assert pair.same("cat")[0] == "200 OK"  # the last unit goes ...
+    assert pair.same_url("dan")[1]["error"] == "sold_out"  # ... and no more URLs are issued
+
+
+def test_url_issuance_outside_the_window_answers_alike(pair: Pair) -> None:
+    pair.activities(starts_at=iso(3600), ends_at=iso(7200))
+    status, body = pair.same_url("ann")
+    assert (status, body["error"], body["now_ms"]) == ("403 FORBIDDEN", "not_started", 0)

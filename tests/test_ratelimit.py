@@ -167,3 +167,26 @@ def test_the_purchase_limit_is_counted_in_the_purchase_round_trip(limited, rds, 
     retry_after = assert_rate_limited(client.post(url, headers=headers))
     assert retry_after <= 60
     assert rds.get(counter) == "4"
+
+
+def test_url_requests_are_counted_in_one_round_trip_for_all_rates(make_app, rds, prefix):
+    """Two rates, one EVALSHA of lua/rate_limit.lua per URL request; the counters are the
+    user's (one hash tag) and per endpoint; after SCRIPT FLUSH the script is loaded again and
+    the request is counted once."""
+    app = make_app(SECKILL_USER_RATE="50/second;3/minute")
+    client = app.test_client()
+    aid = create_activity(client)["id"]
+    headers = user_headers("dora")
+    before = rds.info("commandstats")["cmdstat_evalsha"]["calls"]
+    expect(client.get(f"/seckill/url?activity={aid}", headers=headers), 200)
+    assert rds.info("commandstats")["cmdstat_evalsha"]["calls"] - before == 1
+    minute = f"{prefix}:rl:{{dora}}:user.purchase_url:60000"
+    second = f"{prefix}:rl:{{dora}}:user.purchase_url:1000"
+    assert (rds.get(minute), rds.get(second)) == ("1", "1")
+    assert 59_000 < rds.pttl(minute) <= 60_000
+    rds.script_flush()
+    expect(client.get(f"/seckill/url?activity={aid}", headers=headers), 200)
+    assert rds.get(minute) == "2"
+    expect(client.get(f"/seckill/url?activity={aid}", headers=headers), 200)
+    assert_rate_limited(client.get(f"/seckill/url?activity={aid}", headers=headers))
+    assert rds.get(minute) == "4"
