@@ -215,3 +215,40 @@ def test_with_redis_down_the_flag_answers_and_one_request_a_second_tries(make_ap
     assert sorted(set(answers)) == [410, 503], answers
     # One request per second asked Redis (and got 503); the others kept the flag's answer.
     assert answers.count(503) <= 1 + int(took), (answers, took)
+
+
+def test_at_the_sell_out_one_request_reads_the_winners_for_the_whole_process(
+        make_app, private_valkey):
+    """Every purchase in flight hears "sold out" at once; only one of them reads the buyers
+    hash to raise the flag (20 threads, a hash of 20,000 winners)."""
+    app = make_app(REDIS_URL=private_valkey.url, SECKILL_SOLD_OUT_TTL="60",
+                   SECKILL_META_TTL="60")
+    client = app.test_client()
+    expect(client.post("/admin/activities", headers=ADMIN, json={
+        "id": "stampede", "name": "x", "total": 1,
+        "starts_at": "2020-01-01T00:00:00Z", "ends_at": "2099-01-01T00:00:00Z"}), 201)
+    expect(buy(client, "stampede", "first"), 200)
+    observer = redis.Redis.from_url(private_valkey.url, decode_responses=True)
+    buyers = app.extensions["seckill"].keys.buyers("stampede")
+    for start in range(0, 20_000, 2_000):  # winners enough to make the read take a while
+        observer.hset(buyers, mapping={f"w{i}": f"stampede-0-{i}" for i in
+                                       range(start, start + 2_000)})
+    board = app.extensions["seckill"].board
+    board.ensure_listening()
+    before = commands(observer)
+    gate = threading.Barrier(20)
+
+    def hear_sold_out() -> None:
+        gate.wait()
+        board.mark("stampede")
+
+    threads = [threading.Thread(target=hear_sold_out) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    after = commands(observer)
+    observer.close()
+    assert after.get("cmdstat_hgetall", 0) - before.get("cmdstat_hgetall", 0) == 2  # buyers,
+    # and the packets' amounts, in the one MULTI
+    assert board.is_flagged("stampede")
