@@ -68,6 +68,7 @@ def child_exit(server: object, worker: object) -> None:
 # GUNICORN_YIELD_AFTER_REQUEST=0 turns it off.
 if os.environ.get("GUNICORN_YIELD_AFTER_REQUEST", "1") != "0":
     def post_request(worker: object, req: object, environ: object, resp: object) -> None:
-        import gevent
+        from gevent import idle, monkey
 
-        gevent.idle()
+        if monkey.is_module_patched("socket"):  # a gevent worker (not `-k sync` or gthread)
+            idle()
