@@ -34,14 +34,15 @@ control_socket_disable = True
 accesslog = os.environ.get("GUNICORN_ACCESSLOG") or None
 # One line per request, e.g. (gunicorn 27, gevent worker; checked in tests/test_nginx.py):
 #   127.0.0.1 [21/Nov/2026:18:45:05 +0000] "POST /seckill/a/<token>/buy HTTP/1.1" 410 64 3ms
-#   fwd=127.0.0.1 outcome=sold_out instance=gunicorn-1
+#   fwd=127.0.0.1 outcome=sold_out instance=gunicorn-1 worker=<4242>
 # %(h)s is the client: behind nginx (SECKILL_BEHIND_PROXY=1, ProxyFix) the address nginx saw;
 # fwd= is X-Forwarded-For as received (nginx overwrites it: never what the client sent);
 # outcome= is the contract outcome (ok, sold_out, already_purchased, rate_limited, ...) from
-# the X-Seckill-Outcome response header; %(M)s is the time taken in milliseconds.
+# the X-Seckill-Outcome response header; %(M)s is the time taken in milliseconds; worker= the
+# worker process that answered (each has its own sold-out flags and activity copies).
 access_log_format = (
     '%(h)s %(t)s "%(r)s" %(s)s %(b)s %(M)sms fwd=%({x-forwarded-for}i)s '
-    "outcome=%({x-seckill-outcome}o)s instance=%({x-seckill-instance}o)s"
+    "outcome=%({x-seckill-outcome}o)s instance=%({x-seckill-instance}o)s worker=%(p)s"
 )
 
 os.environ.setdefault("SECKILL_REDIS_MAX_CONNECTIONS", str(min(worker_connections, 500)))
