@@ -3,7 +3,7 @@
 Before-start, after-end and unknown-activity requests are the bulk of a flash-sale crowd;
 here they are answered from this process's copy of the activity, with no Redis round trip (a
 background thread reloads the copies in use every ``SECKILL_META_TTL`` seconds; see
-``seckill.activities.ActivityCache``). The purchase script re-checks the window on Redis's
+``seckill.activity_cache.ActivityCache``). The purchase script re-checks the window on Redis's
 clock, so a stale copy or a gateway with a skewed clock can delay a rejection but never let
 a purchase through.
 """

@@ -19,7 +19,8 @@ from edge.purchase_url import PurchaseUrls, PurchaseUrlSigner
 from edge.ratelimit import UserRateLimit
 from edge.window import SaleWindow
 from seckill import db, metrics
-from seckill.activities import ActivityCache, ActivityStore
+from seckill.activities import ActivityStore
+from seckill.activity_cache import ActivityCache
 from seckill.config import Settings
 from seckill.durability import Durability
 from seckill.lane import PurchaseLane

@@ -1,0 +1,236 @@
+"""Each process's copies of the activities: what lets the edge answer without Redis."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable
+
+from seckill import errors
+from seckill.activities import Activity, ActivityStore, is_activity_id
+from seckill.store import background_client
+
+log = logging.getLogger("seckill.activities")
+
+
+_MAX_COPIES = 10_000  # unknown ids are copied too: a flood of random ids must not grow this
+_REFRESH_BATCH = 500  # copies reloaded per round trip
+_IDLE_ROUNDS = 60  # rounds with no copy read before the refresher stops (a read restarts it)
+_FIRST_LOAD_WAIT = 10.0  # seconds a request waits for another's load of the same new id
+
+
+class _Copy:
+    """One activity as this process last loaded it (None: Redis did not know the id), and
+    whether a request read it since the refresher's last round."""
+
+    __slots__ = ("activity", "read")
+
+    def __init__(self, activity: Activity | None) -> None:
+        self.activity = activity
+        self.read = False
+
+
+class _FirstLoad:
+    """A request's load of an id this process has no copy of; the next ones wait for it."""
+
+    __slots__ = ("activity", "done", "loaded")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.activity: Activity | None = None
+        self.loaded = False
+
+
+class ActivityCache:
+    """In-process copies of activity metadata, refreshed in the background.
+
+    They let the edge answer unknown-activity, before-start, after-end and sold-out requests
+    with no Redis round trip, and **no request ever waits on Redis for an activity this
+    process already has a copy of**:
+
+    * a request is answered from the copy this process has, however old;
+    * only an id this process has no copy of (first sight, or after :meth:`forget`) is loaded
+      by a request: one HGETALL, plus the rebuild from the database when Redis has lost the
+      activity (``restore``, see seckill.recovery). Requests for the same id meanwhile wait for
+      that one load instead of repeating it. Unknown ids get a copy too (None), at most
+      10,000 copies in all (the unknown ones go first);
+    * a background thread reloads, every ``interval`` seconds (``SECKILL_META_TTL``), the
+      copies that requests read since its previous round, pipelined (a round trip per 500),
+      on connections of its own (``seckill-background-activities``). It starts with the first
+      read of a copy, stops after 60 rounds with none read (the next read starts it again),
+      and on :meth:`close`. A copy whose activity Redis no longer holds is dropped, so that
+      the next request rebuilds it;
+    * :meth:`forget` drops copies at once, and the next request loads fresh data: this
+      process's operator changes call it, and so does the sold-out board whenever units come
+      back or its listener reconnects (so returned units are offered again at once, not a
+      round later). :meth:`note_remaining` folds in what the purchase script just said.
+
+    An old copy is harmless: the purchase script re-checks the window, the stock and the
+    buyer on Redis's own data and clock, so a stale copy can refuse early or let a request
+    through to the script, never sell what should not be sold. An activity's window does not
+    change once created, and its stock reaches this process through its own purchases, the
+    sold-out board and the refresher: a copy in use is at most about two rounds old while
+    Redis answers, and a copy that nobody read for a while is refreshed the round after it is
+    read again.
+    """
+
+    def __init__(
+        self, store: ActivityStore, interval: float, restore: Callable[[str], bool] | None = None
+    ) -> None:
+        self.store = store
+        self.interval = interval
+        # Called when Redis has no meta for an id: rebuilds it from the database if the
+        # database knows it (see seckill.recovery); returns whether it exists.
+        self.restore = restore
+        self._copies: dict[str, _Copy] = {}
+        self._first_loads: dict[str, _FirstLoad] = {}
+        self._lock = threading.Lock()
+        self._refresher: threading.Thread | None = None
+        self._closed = threading.Event()
+        self._background = background_client(store.client, "activities")
+
+    def get(self, aid: str) -> Activity | None:
+        copy = self._copies.get(aid)
+        if copy is None:
+            return self._first_sight(aid)
+        copy.read = True
+        if self._refresher is None:
+            self._start_refresher()
+        return copy.activity
+
+    def require(self, aid: str) -> Activity:
+        if not is_activity_id(aid):
+            raise errors.UnknownActivity(activity=aid[:80])
+        activity = self.get(aid)
+        if activity is None:
+            raise errors.UnknownActivity(activity=aid)
+        return activity
+
+    def note_remaining(self, aid: str, remaining: int | None) -> None:
+        """Fold what the purchase script just said into the copy (no extra round trip), so
+        that the sold-out state shows in this process the moment the script sees it."""
+        copy = self._copies.get(aid)
+        if copy is not None and copy.activity is not None and copy.activity.remaining != remaining:
+            copy.activity = dataclasses.replace(copy.activity, remaining=remaining)
+
+    def forget(self, aid: str | None = None) -> None:
+        """Drop the copy of ``aid`` (of every activity: None); the next request loads it."""
+        with self._lock:
+            if aid is None:
+                self._copies.clear()
+                self._first_loads.clear()
+            else:
+                self._copies.pop(aid, None)
+                self._first_loads.pop(aid, None)  # a load begun before the change: not kept
+
+    def close(self) -> None:
+        self._closed.set()
+        refresher = self._refresher
+        if refresher is not None:
+            refresher.join(timeout=3)
+        self._background.connection_pool.disconnect()
+
+    # -- first sight ---------------------------------------------------------------------
+
+    def _first_sight(self, aid: str) -> Activity | None:
+        with self._lock:
+            copy = self._copies.get(aid)
+            if copy is not None:
+                return copy.activity
+            load = self._first_loads.get(aid)
+            mine = load is None
+            if load is None:
+                load = self._first_loads[aid] = _FirstLoad()
+        if not mine:
+            # A crowd arriving for a new (or just forgotten) activity: one HGETALL, not one each.
+            if load.done.wait(_FIRST_LOAD_WAIT) and load.loaded:
+                return load.activity
+            return self._load(aid)  # that load failed (its request got the error): try again
+        try:
+            activity = self._load(aid)
+        except BaseException:
+            with self._lock:
+                if self._first_loads.get(aid) is load:
+                    del self._first_loads[aid]
+            load.done.set()
+            raise
+        load.activity, load.loaded = activity, True
+        with self._lock:
+            if self._first_loads.get(aid) is load:  # else forgotten meanwhile: not kept
+                del self._first_loads[aid]
+                self._make_room()
+                self._copies[aid] = _Copy(activity)
+        load.done.set()
+        return activity
+
+    def _load(self, aid: str) -> Activity | None:
+        activity = self.store.load(aid)
+        if activity is None and self.restore is not None and self.restore(aid):
+            activity = self.store.load(aid)
+        return activity
+
+    def _make_room(self) -> None:
+        """Under the lock: keep at most ``_MAX_COPIES``, dropping unknown ids first."""
+        if len(self._copies) < _MAX_COPIES:
+            return
+        for aid in [aid for aid, copy in self._copies.items() if copy.activity is None]:
+            del self._copies[aid]
+        if len(self._copies) >= _MAX_COPIES:
+            self._copies.clear()
+
+    # -- the refresher -------------------------------------------------------------------
+
+    def _start_refresher(self) -> None:
+        with self._lock:
+            if self._refresher is not None or self._closed.is_set():
+                return
+            refresher = self._refresher = threading.Thread(
+                target=self._refresh_loop, name="seckill-activity-refresher", daemon=True
+            )
+        refresher.start()
+
+    def _refresh_loop(self) -> None:
+        idle, failing = 0, False
+        try:
+            while idle < _IDLE_ROUNDS and not self._closed.wait(self.interval):
+                try:
+                    idle = 0 if self.refresh() else idle + 1
+                    failing = False
+                except Exception as exc:  # Redis unreachable: keep the copies, try next round
+                    log.log(logging.DEBUG if failing else logging.WARNING,
+                            "could not refresh the activity copies: %s: %s",
+                            type(exc).__name__, exc)
+                    failing = True
+        finally:
+            with self._lock:
+                self._refresher = None  # only this thread clears it: the next read restarts one
+
+    def refresh(self) -> int:
+        """One round of the refresher: reload the copies read since the last round; returns
+        how many."""
+        with self._lock:
+            due = [(aid, copy) for aid, copy in self._copies.items() if copy.read]
+        for start in range(0, len(due), _REFRESH_BATCH):
+            batch = due[start : start + _REFRESH_BATCH]
+            pipe = self._background.pipeline(transaction=False)
+            for aid, _ in batch:
+                pipe.hgetall(self.store.keys.meta(aid))
+            replies = pipe.execute()
+            with self._lock:
+                for (aid, copy), fields in zip(batch, replies, strict=True):
+                    copy.read = False
+                    if self._copies.get(aid) is not copy:
+                        continue  # forgotten (and maybe loaded again) meanwhile: not ours
+                    if not fields:
+                        if copy.activity is not None:
+                            # Lost by Redis: the next request loads it, which rebuilds it
+                            # from the database. (An unknown id stays unknown.)
+                            del self._copies[aid]
+                        continue
+                    try:
+                        copy.activity = Activity.from_redis(aid, fields)
+                    except (KeyError, ValueError) as exc:
+                        log.warning("activity %s has a malformed meta hash: %s", aid, exc)
+                        del self._copies[aid]
+        return len(due)
