@@ -36,7 +36,6 @@ from typing import Any
 import redis
 from flask import Flask
 from limits import parse_many
-from redis.exceptions import NoScriptError
 
 from edge import RATE, Edge, Passage
 from seckill import errors, metrics
@@ -49,13 +48,12 @@ class UserRateLimit:
         self.rates: list[tuple[int, int]] = []  # (limit, window ms)
         self.wire: Any = None  # seckill.store.Wire
         self.script: Any = None  # redis-py Script of lua/rate_limit.lua (sha, source)
-        self.client: redis.Redis | None = None  # to load the script after a SCRIPT FLUSH
         self.key: Callable[[str, str, int], str] = lambda uid, endpoint, window: ""
 
-    def init_app(self, app: Flask, wire: Any, script: Any, client: redis.Redis,
+    def init_app(self, app: Flask, wire: Any, script: Any,
                  key: Callable[[str, str, int], str], rate: str) -> None:
         self.rates = [(item.amount, item.get_expiry() * 1000) for item in parse_many(rate)]
-        self.wire, self.script, self.client, self.key = wire, script, client, key
+        self.wire, self.script, self.key = wire, script, key
         app.extensions["edge.user_rate_limit"] = self
         Edge.of(app).add({RATE}, self.check)
 
@@ -65,13 +63,7 @@ class UserRateLimit:
         keys = [self.key(uid, passage.endpoint, window) for _, window in self.rates]
         args = [n for rate in self.rates for n in rate]
         try:
-            reply = self.wire.call(("EVALSHA", self.script.sha, len(keys), *keys, *args))[0]
-            if isinstance(reply, NoScriptError):  # Redis restarted: load it, count once
-                assert self.client is not None
-                self.script.sha = self.client.script_load(self.script.script)
-                reply = self.wire.call(("EVALSHA", self.script.sha, len(keys), *keys, *args))[0]
-            if isinstance(reply, Exception):
-                raise reply
+            reply = self.wire.run_script(self.script, keys, args)[0]
         except redis.RedisError as exc:
             metrics.RATELIMIT_FAILURES.inc()
             log.warning("rate limit not checked for %s (fails open): %s", uid, exc)

@@ -130,8 +130,8 @@ def create_app(config: Settings | Mapping[str, str] | None = None) -> Flask:
     SaleWindow().init_app(app)
     PurchaseUrls().init_app(app)
     UserRateLimit().init_app(
-        app, services.wire, services.scripts.rate_limit, services.client,
-        services.keys.user_rate, settings.user_rate,
+        app, services.wire, services.scripts.rate_limit, services.keys.user_rate,
+        settings.user_rate,
     )
 
     from seckill.api import admin_blueprint, service_blueprint, user_blueprint

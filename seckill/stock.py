@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
-from redis.exceptions import NoScriptError
 
 from seckill import errors
 from seckill.activities import PACKETS, STOCK, iso_from_ms
@@ -123,29 +122,19 @@ class StockService:
         the script's reply; raises Unavailable when the reply was not read or the write could
         not be confirmed on disk."""
         try:
-            waits = self.durability.waits(self.client)
-            for attempt in (1, 2):
-                commands: list[tuple[Any, ...]] = [("EVALSHA", script.sha, len(keys), *keys, *args)]
-                if waits:
-                    commands.append(("WAITAOF", *self.durability.needs,
-                                     self.durability.timeout_ms))
-                reply, *waited = self.wire.call(*commands)
-                if isinstance(reply, NoScriptError) and attempt == 1:
-                    # Redis restarted (or SCRIPT FLUSH): the script did not run; load, resend.
-                    script.sha = self.client.script_load(script.script)
-                    continue
-                if isinstance(reply, Exception):
-                    raise reply
-                if waits and _wrote(reply) and not self.durability.confirmed(waited[0]):
-                    log.error("write not confirmed on disk (WAITAOF said %r)", waited[0])
-                    raise errors.Unavailable(
-                        "the decision was taken but not confirmed on disk; check your order "
-                        "status before retrying", detail="durability",
-                    )
-                return reply
+            after: list[tuple[Any, ...]] = []
+            if self.durability.waits(self.client):
+                after.append(("WAITAOF", *self.durability.needs, self.durability.timeout_ms))
+            reply, *waited = self.wire.run_script(script, keys, args, *after)
         except redis.RedisError as exc:
             raise errors.Unavailable(detail=type(exc).__name__) from exc
-        raise errors.Unavailable(detail="NoScriptError")
+        if waited and _wrote(reply) and not self.durability.confirmed(waited[0]):
+            log.error("write not confirmed on disk (WAITAOF said %r)", waited[0])
+            raise errors.Unavailable(
+                "the decision was taken but not confirmed on disk; check your order status "
+                "before retrying", detail="durability",
+            )
+        return reply
 
     def purchase(self, aid: str, uid: str, quantity: int, kind: str = STOCK) -> Purchase:
         """Buy units (``lua/purchase.lua``) or, for a packets activity, grab one packet

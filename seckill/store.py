@@ -16,6 +16,7 @@ from typing import Any
 import redis
 from redis.backoff import NoBackoff
 from redis.commands.core import Script
+from redis.exceptions import NoScriptError
 from redis.retry import Retry
 
 from seckill.config import Settings
@@ -226,6 +227,24 @@ class Wire:
             return replies
         finally:
             self._slots.release()
+
+    def run_script(self, script: Script, keys: list[str], args: list[Any],
+                   *after: tuple[Any, ...]) -> list[Any]:
+        """EVALSHA of ``script``, then the ``after`` commands, in one send; the replies. The
+        script's error reply is raised. NOSCRIPT (Redis restarted, or SCRIPT FLUSH) means it did
+        not run: it is loaded and everything sent once more."""
+        for attempt in (1, 2):
+            replies = self.call(("EVALSHA", script.sha, len(keys), *keys, *args), *after)
+            if isinstance(replies[0], NoScriptError) and attempt == 1:
+                loaded = self.call(("SCRIPT", "LOAD", script.script))[0]
+                if isinstance(loaded, Exception):
+                    raise loaded
+                script.sha = loaded
+                continue
+            break
+        if isinstance(replies[0], Exception):
+            raise replies[0]
+        return replies
 
     def close(self) -> None:
         while self._idle:

@@ -102,3 +102,18 @@ def test_a_caller_that_finds_no_connection_in_time_gets_a_connection_error(
         wire._slots.release()
     assert wire.call(("PING",)) == ["PONG"]
     wire.close()
+
+
+def test_run_script_loads_a_flushed_script_and_sends_everything_once_more(
+        pool: redis.BlockingConnectionPool, rds: redis.Redis, prefix: str) -> None:
+    wire = Wire(pool, limit=2, wait=1.0)
+    script = rds.register_script("return redis.call('INCR', KEYS[1])")
+    script.sha = rds.script_load(script.script)
+    key = f"{prefix}:ran"
+    assert wire.run_script(script, [key], [], ("GET", key)) == [1, "1"]
+    rds.script_flush()
+    # NOSCRIPT: the script did not run; loaded again, it runs once, and GET sees that once.
+    assert wire.run_script(script, [key], [], ("GET", key)) == [2, "2"]
+    with pytest.raises(redis.ResponseError):  # the script's own error reply is raised
+        wire.run_script(rds.register_script("return redis.error_reply('nope')"), [], [])
+    wire.close()
