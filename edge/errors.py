@@ -66,11 +66,8 @@ def as_domain_error(exc: Exception, method: str, path: str) -> errors.SeckillErr
     return errors.SeckillError()
 
 
-def _store_unreachable(exc: redis.RedisError) -> Response:
-    return error_response(as_domain_error(exc, request.method, request.path))
-
-
-def _unexpected(exc: Exception) -> Response:
+def _failure(exc: Exception) -> Response:
+    """Redis unreachable (503) or anything unexpected (500): ``as_domain_error`` decides."""
     return error_response(as_domain_error(exc, request.method, request.path))
 
 
@@ -86,8 +83,7 @@ class JsonErrors:
         app.before_request(self._guard_body)
         app.register_error_handler(errors.SeckillError, _domain)
         app.register_error_handler(HTTPException, _http)
-        app.register_error_handler(redis.RedisError, _store_unreachable)
-        app.register_error_handler(Exception, _unexpected)
+        app.register_error_handler(Exception, _failure)
 
     @staticmethod
     def _guard_body() -> None:
