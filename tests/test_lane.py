@@ -62,14 +62,7 @@ class Pair:
         all_headers = dict(user_headers(uid)) if uid else {}
         all_headers.update(headers or {})
         response = client.post(f"/seckill/{aid}/{token}/buy", headers=all_headers, **options)
-        text = response.get_data(as_text=True)
-        for name, value in self.aids.items():
-            text = text.replace(value, f"<aid:{name == side}>")
-        text = re.sub(r"-\d{13}-\d+", "-<ms>-<seq>", text)  # order ids
-        text = re.sub(r'"now_ms":\d+', '"now_ms":0', text)  # the clock
-        listed = [(k, v) for k, v in response.headers.items()
-                  if k.lower() not in ("content-length",)]
-        return response.status, listed, orjson.loads(text) if text else text
+        return self.answer(side, response)
 
     def send_url(self, side: str, uid: str | None, query: str | None,
                  headers: dict[str, str] | None = None) -> tuple[str, list[tuple[str, str]], Any]:
@@ -78,13 +71,19 @@ class Pair:
         all_headers = dict(user_headers(f"{uid}-{side}")) if uid else {}  # own rate counters
         all_headers.update(headers or {})
         response = client.get(f"/seckill/url?{query}", headers=all_headers)
+        return self.answer(side, response)
+
+    def answer(self, side: str, response: Any) -> tuple[str, list[tuple[str, str]], Any]:
+        """Status line, headers and body, with what differs between the sides by nature
+        (activity ids, signed tokens, order ids, clock readings) put in words."""
         text = response.get_data(as_text=True)
         for name, value in self.aids.items():
             text = text.replace(value, f"<aid:{name == side}>")
         text = re.sub(r"/[0-9]+\.[0-9a-f]+\.[A-Za-z0-9_-]+/buy", "/<token>/buy", text)
-        text = re.sub(r'"(expires_at|now_ms)":\d+', r'"\1":0', text)
+        text = re.sub(r"-\d{13}-\d+", "-<ms>-<seq>", text)  # order ids
+        text = re.sub(r'"(expires_at|now_ms)":\d+', r'"\1":0', text)  # the clock
         listed = [(k, v) for k, v in response.headers.items() if k.lower() != "content-length"]
-        return response.status, listed, orjson.loads(text)
+        return response.status, listed, orjson.loads(text) if text else text
 
     def same_url(self, uid: str | None, query: str | None = None, *, flask: bool = False,
                  headers: dict[str, str] | None = None) -> tuple[str, Any]:
