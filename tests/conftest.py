@@ -8,6 +8,8 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -145,6 +147,31 @@ def buy(client: FlaskClient, aid: str, uid: str, body: Any = None) -> Any:
     if body is None:
         return client.post(got.get_json()["url"], headers=headers)
     return client.post(got.get_json()["url"], headers=headers, json=body)
+
+
+def keep_buying(app: Flask, aid: str, uid: str, start: threading.Event,
+                returns_done: threading.Event) -> Any:
+    """A newcomer racing cancellations: from ``start``, keep trying while they may still free
+    a unit, one last try once ``returns_done`` (15 s at most); the last purchase response."""
+    start.wait(10)
+    own = app.test_client()
+    deadline = time.monotonic() + 15
+    while True:
+        last_round = returns_done.is_set()
+        response = buy(own, aid, uid)
+        if response.status_code == 200 or last_round or time.monotonic() > deadline:
+            return response
+        time.sleep(0.005)
+
+
+def order_status(client: FlaskClient, aid: str, uid: str) -> dict[str, Any]:
+    """``GET /seckill/<aid>/order`` for ``uid``: must answer 200."""
+    return expect(client.get(f"/seckill/{aid}/order", headers=user_headers(uid)), 200)
+
+
+def activity_stats(client: FlaskClient, aid: str) -> dict[str, Any]:
+    """The operator's ``GET /admin/activities/<aid>/stats``: must answer 200."""
+    return expect(client.get(f"/admin/activities/{aid}/stats", headers=ADMIN), 200)
 
 
 # --- helpers for the contract and hostile-input suites -------------------------------------

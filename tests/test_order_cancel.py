@@ -19,7 +19,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from seckill.config import Settings
-from tests.conftest import ADMIN, buy, user_headers
+from tests.conftest import ADMIN, activity_stats, buy, keep_buying, order_status
 from tests.faults import built_worker, drain, pending, stored_orders
 
 
@@ -38,18 +38,6 @@ def _cancel(client: FlaskClient, order_id: str) -> tuple[int, dict[str, Any]]:
     return response.status_code, cast(dict[str, Any], response.get_json())
 
 
-def _status(client: FlaskClient, aid: str, uid: str) -> dict[str, Any]:
-    response = client.get(f"/seckill/{aid}/order", headers=user_headers(uid))
-    assert response.status_code == 200, response.get_json()
-    return cast(dict[str, Any], response.get_json())
-
-
-def _stats(client: FlaskClient, aid: str) -> dict[str, Any]:
-    response = client.get(f"/admin/activities/{aid}/stats", headers=ADMIN)
-    assert response.status_code == 200, response.get_json()
-    return cast(dict[str, Any], response.get_json())
-
-
 def _db(database_url: str, aid: str) -> list[tuple[str, str, str]]:
     return sorted((o.user_id, o.order_id, o.status) for o in stored_orders(database_url, aid))
 
@@ -64,21 +52,21 @@ def test_cancel_gives_the_stock_back_once_and_the_user_may_buy_again(
     assert buy(client, aid, "carol").status_code == 410  # sold out
 
     assert _cancel(client, first) == (200, {"status": "cancelled", "order_id": first})
-    stats = _stats(client, aid)
+    stats = activity_stats(client, aid)
     assert (stats["remaining"], stats["sold"], stats["buyers"]) == (1, 1, 1)
-    assert _status(client, aid, "alice") == {"status": "cancelled", "order_id": first}
+    assert order_status(client, aid, "alice") == {"status": "cancelled", "order_id": first}
 
     code, body = _cancel(client, first)
     assert (code, body["error"]) == (409, "already_cancelled")
-    stats = _stats(client, aid)
+    stats = activity_stats(client, aid)
     assert (stats["remaining"], stats["sold"]) == (1, 1), "a second cancel returned stock"
 
     second = _buy_ok(client, aid, "alice")  # the freed slot, the returned unit
     assert second != first
-    assert _status(client, aid, "alice") == {"status": "pending", "order_id": second}
+    assert order_status(client, aid, "alice") == {"status": "pending", "order_id": second}
     code, body = _cancel(client, first)  # the old order, while the new one is live
     assert (code, body["error"]) == (409, "already_cancelled")
-    stats = _stats(client, aid)
+    stats = activity_stats(client, aid)
     assert (stats["remaining"], stats["sold"], stats["buyers"]) == (0, 2, 2)
 
     # purchase, purchase, cancel, purchase again: all on the stream before the worker runs,
@@ -89,8 +77,8 @@ def test_cancel_gives_the_stock_back_once_and_the_user_may_buy_again(
         ("alice", first, "cancelled"), ("alice", second, "confirmed"), ("bob", bob, "confirmed"),
     ])
     assert rds.xlen(_key(prefix, aid, "dead")) == 0
-    assert _status(client, aid, "alice") == {"status": "confirmed", "order_id": second}
-    assert _stats(client, aid)["orders"] == {"pending": 0, "confirmed": 2, "cancelled": 1}
+    assert order_status(client, aid, "alice") == {"status": "confirmed", "order_id": second}
+    assert activity_stats(client, aid)["orders"] == {"pending": 0, "confirmed": 2, "cancelled": 1}
 
 
 def test_unknown_orders_answer_404(client: FlaskClient, make_activity: Any) -> None:
@@ -99,7 +87,7 @@ def test_unknown_orders_answer_404(client: FlaskClient, make_activity: Any) -> N
     for order_id in (f"{aid}-0000000000001-000999", "nonsense", "nobody-0000000000001-000001"):
         code, body = _cancel(client, order_id)
         assert (code, body["error"]) == (404, "unknown_order"), order_id
-    assert _stats(client, aid)["remaining"] == 1
+    assert activity_stats(client, aid)["remaining"] == 1
 
 
 def test_cancel_of_a_pending_order_then_the_worker_then_a_repurchase(
@@ -112,14 +100,14 @@ def test_cancel_of_a_pending_order_then_the_worker_then_a_repurchase(
     with built_worker(settings, block_ms=100) as worker:
         assert drain(worker) == 2  # the order, then its cancel event
         assert _db(database_url, aid) == [("alice", first, "cancelled")]
-        assert _status(client, aid, "alice") == {"status": "cancelled", "order_id": first}
+        assert order_status(client, aid, "alice") == {"status": "cancelled", "order_id": first}
 
         second = _buy_ok(client, aid, "alice")
         assert drain(worker) == 1
     assert _db(database_url, aid) == sorted([
         ("alice", first, "cancelled"), ("alice", second, "confirmed"),
     ])
-    assert _status(client, aid, "alice") == {"status": "confirmed", "order_id": second}
+    assert order_status(client, aid, "alice") == {"status": "confirmed", "order_id": second}
 
 
 def test_cancel_of_a_stored_order_updates_the_database_at_once(
@@ -136,7 +124,7 @@ def test_cancel_of_a_stored_order_updates_the_database_at_once(
         code, body = _cancel(client, first)
         assert (code, body["error"]) == (409, "already_cancelled")
     assert _db(database_url, aid) == [("alice", first, "cancelled")]
-    assert _stats(client, aid)["remaining"] == 1
+    assert activity_stats(client, aid)["remaining"] == 1
     assert pending(rds, _key(prefix, aid, "orders")) == 0
 
 
@@ -196,16 +184,8 @@ def test_cancels_racing_purchases_of_the_last_units_never_hold_more_than_total(
     cancels_done = threading.Event()
 
     def newcomer(uid: str) -> tuple[str, int, str | None]:
-        """Keep trying while cancels may still free a unit; one last try after them."""
-        gate.wait(10)
-        own = app.test_client()
-        deadline = time.monotonic() + 15
-        while True:
-            last_round = cancels_done.is_set()
-            response = buy(own, aid, uid)
-            if response.status_code == 200 or last_round or time.monotonic() > deadline:
-                return uid, response.status_code, response.get_json().get("order_id")
-            time.sleep(0.005)
+        response = keep_buying(app, aid, uid, gate, cancels_done)
+        return uid, response.status_code, response.get_json().get("order_id")
 
     sampler_thread = threading.Thread(target=sample, daemon=True)
     sampler_thread.start()

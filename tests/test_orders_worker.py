@@ -22,7 +22,7 @@ from seckill.config import Settings
 from seckill.orders import OrderRow
 from seckill.store import KeySpace
 from seckill.worker import GROUP
-from tests.conftest import ADMIN, buy, user_headers
+from tests.conftest import activity_stats, buy, order_status
 from tests.faults import (
     DatabaseOutage,
     OrderCounter,
@@ -49,18 +49,6 @@ def _buy_ok(client: FlaskClient, aid: str, uid: str) -> str:
     return cast(str, response.get_json()["order_id"])
 
 
-def _status(client: FlaskClient, aid: str, uid: str) -> dict[str, Any]:
-    response = client.get(f"/seckill/{aid}/order", headers=user_headers(uid))
-    assert response.status_code == 200, response.get_json()
-    return cast(dict[str, Any], response.get_json())
-
-
-def _orders_stats(client: FlaskClient, aid: str) -> dict[str, int]:
-    response = client.get(f"/admin/activities/{aid}/stats", headers=ADMIN)
-    assert response.status_code == 200, response.get_json()
-    return cast(dict[str, int], response.get_json()["orders"])
-
-
 def _dead_lettered_metric(client: FlaskClient) -> float:
     text = client.get("/metrics").get_data(as_text=True)
     found = re.search(r"^seckill_orders_dead_lettered_total (\S+)$", text, re.MULTILINE)
@@ -78,8 +66,8 @@ def test_orders_land_once_and_status_goes_pending_to_confirmed(
     aid = make_activity(total=5)["id"]
     bought = {f"user{i}": _buy_ok(client, aid, f"user{i}") for i in range(3)}
     for uid, order_id in bought.items():
-        assert _status(client, aid, uid) == {"status": "pending", "order_id": order_id}
-    assert _orders_stats(client, aid) == {"pending": 3, "confirmed": 0, "cancelled": 0}
+        assert order_status(client, aid, uid) == {"status": "pending", "order_id": order_id}
+    assert activity_stats(client, aid)["orders"] == {"pending": 3, "confirmed": 0, "cancelled": 0}
     assert stored_orders(database_url, aid) == []
 
     with built_worker(settings, block_ms=100) as worker:
@@ -90,8 +78,8 @@ def test_orders_land_once_and_status_goes_pending_to_confirmed(
         (uid, oid, 1, "confirmed") for uid, oid in bought.items()
     )
     for uid, order_id in bought.items():
-        assert _status(client, aid, uid) == {"status": "confirmed", "order_id": order_id}
-    assert _orders_stats(client, aid) == {"pending": 0, "confirmed": 3, "cancelled": 0}
+        assert order_status(client, aid, uid) == {"status": "confirmed", "order_id": order_id}
+    assert activity_stats(client, aid)["orders"] == {"pending": 0, "confirmed": 3, "cancelled": 0}
     assert pending(rds, _stream(prefix, aid)) == 0
 
 
@@ -304,7 +292,7 @@ def test_database_unavailable_purchases_continue_and_everything_lands_after(
                if r.name == "seckill.worker" and "database unavailable" in r.getMessage()]
     assert len(retries) >= 2, "the worker must say, and retry, while the database is away"
     for uid, order_id in bought.items():
-        assert _status(client, aid, uid) == {"status": "confirmed", "order_id": order_id}
+        assert order_status(client, aid, uid) == {"status": "confirmed", "order_id": order_id}
 
 
 # --- poison ---------------------------------------------------------------------------------
@@ -368,4 +356,4 @@ def test_poison_entries_go_to_dead_letters_and_block_nothing(
     assert pending(rds, stream) == 0, "dead letters must be acknowledged"
     assert _dead_lettered_metric(client) - before == len(expected)
     for uid, order_id in good.items():
-        assert _status(client, aid, uid) == {"status": "confirmed", "order_id": order_id}
+        assert order_status(client, aid, uid) == {"status": "confirmed", "order_id": order_id}

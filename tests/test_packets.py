@@ -29,7 +29,16 @@ from seckill.packets import split
 from seckill.recovery import reconcile
 from seckill.schema import activities
 from seckill.stock import StockService
-from tests.conftest import ADMIN, buy, expect, iso, keys_of, user_headers
+from tests.conftest import (
+    ADMIN,
+    activity_stats,
+    buy,
+    expect,
+    iso,
+    keep_buying,
+    keys_of,
+    user_headers,
+)
 from tests.faults import built_worker, drain, stored_orders
 
 
@@ -78,10 +87,6 @@ def _multiset_is_the_split(rds: redis.Redis, prefix: str, aid: str, packets: lis
     assert sorted(listed + list(amounts.values())) == sorted(packets)
 
 
-def _stats(client: FlaskClient, aid: str) -> dict[str, Any]:
-    return expect(client.get(f"/admin/activities/{aid}/stats", headers=ADMIN), 200)
-
-
 # --- creation ----------------------------------------------------------------------------
 
 
@@ -108,7 +113,7 @@ def test_create_pushes_the_seeded_split_and_answers_the_activity(
     shown = expect(client.get(f"/seckill/activities/{aid}"), 200)
     assert {k: shown[k] for k in ("kind", "amount", "count", "remaining")} == {
         "kind": "packets", "amount": 100_000, "count": 2_500, "remaining": 2_500}
-    stats = _stats(client, aid)
+    stats = activity_stats(client, aid)
     assert (stats["total"], stats["remaining"], stats["sold"]) == (2_500, 2_500, 0)
     assert (stats["amount_given"], stats["amount_left"]) == (0, 100_000)
     again = client.post("/admin/activities", headers=ADMIN, json={
@@ -191,7 +196,7 @@ def test_grab_answers_the_amount_once_per_user(
     late = expect(client.post(url, headers=headers), 409, "already_purchased")
     assert (late["order_id"], late["amount"]) == (got["order_id"], got["amount"])
 
-    stats = _stats(client, aid)
+    stats = activity_stats(client, aid)
     assert (stats["remaining"], stats["sold"], stats["buyers"]) == (0, 3, 3)
     assert (stats["amount_given"], stats["amount_left"]) == (1_000, 0)
     assert int(rds.llen(_key(prefix, aid, "packets"))) == 0
@@ -249,7 +254,7 @@ def test_http_crowd_grabs_every_packet_once_and_the_worker_stores_the_amounts(
     if "user000" in won:
         assert status == {"status": "confirmed", "order_id": won["user000"]["order_id"],
                           "amount": won["user000"]["amount"]}
-    assert _stats(app.test_client(), aid)["orders"] == {
+    assert activity_stats(app.test_client(), aid)["orders"] == {
         "pending": 0, "confirmed": count, "cancelled": 0}
 
 
@@ -271,7 +276,7 @@ def test_cancelling_a_grab_puts_its_packet_back(
         listed, amounts = _held(rds, prefix, aid)
         assert listed == [packets[2], first["amount"]], "back at the end of the list"
         assert "alice" not in amounts
-        stats = _stats(client, aid)
+        stats = activity_stats(client, aid)
         assert (stats["remaining"], stats["sold"], stats["buyers"]) == (2, 1, 1)
         assert (stats["amount_given"], stats["amount_left"]) == (
             packets[1], 900 - packets[1])
@@ -293,7 +298,7 @@ def test_cancelling_a_grab_puts_its_packet_back(
     assert rows[first["order_id"]].amount == first["amount"]
     live = [o for o in rows.values() if o.status == "confirmed"]
     assert sorted(o.amount or 0 for o in live) == sorted(packets)
-    assert _stats(client, aid)["amount_given"] == 900
+    assert activity_stats(client, aid)["amount_given"] == 900
 
 
 def test_cancel_refuses_a_grab_whose_amount_redis_lost(
@@ -355,15 +360,8 @@ def test_grabs_racing_cancels_never_lose_or_duplicate_a_packet(
         return response.status_code
 
     def newcomer(uid: str) -> tuple[str, int, Any]:
-        gate.wait(10)
-        own = app.test_client()
-        deadline = time.monotonic() + 15
-        while True:
-            last_round = cancels_done.is_set()
-            response = buy(own, aid, uid)
-            if response.status_code == 200 or last_round or time.monotonic() > deadline:
-                return uid, response.status_code, response.get_json()
-            time.sleep(0.005)
+        response = keep_buying(app, aid, uid, gate, cancels_done)
+        return uid, response.status_code, response.get_json()
 
     to_cancel = list(holders.values())[:15] * 2
     watcher = threading.Thread(target=sample, daemon=True)
@@ -424,7 +422,7 @@ def test_rebuild_after_the_keys_are_lost_restores_the_unclaimed_packets(
     assert sorted(listed) == before, "the unclaimed multiset: split minus live grabs"
     assert amounts == {u: g["amount"] for u, g in live.items()}
     _multiset_is_the_split(rds, prefix, aid, packets)
-    stats = _stats(client, aid)
+    stats = activity_stats(client, aid)
     given = sum(g["amount"] for g in live.values())
     assert (stats["total"], stats["remaining"], stats["sold"], stats["buyers"]) == (
         count, count - len(live), len(live), len(live))
