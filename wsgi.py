@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from seckill.app import create_app
+from seckill.web.app import create_app
 
 app = create_app()

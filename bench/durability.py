@@ -20,15 +20,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.machine import describe
-from seckill.activities import Activity, ActivityStore, now_ms
 from seckill.config import Settings
-from seckill.db import make_engine
-from seckill.durability import Durability
-from seckill.embedded import EmbeddedValkey
-from seckill.orders import OrderBook
-from seckill.recovery import Restorer
-from seckill.stock import StockService
-from seckill.store import KeySpace, Scripts, Wire, make_pool
+from seckill.domain.activities import Activity, now_ms
+from seckill.ops.embedded import EmbeddedValkey
+from seckill.sql.book import OrderBook
+from seckill.sql.engine import make_engine
+from seckill.store.activities import ActivityStore
+from seckill.store.connection import Wire, make_pool
+from seckill.store.durability import Durability
+from seckill.store.keys import KeySpace
+from seckill.store.recovery import Restorer
+from seckill.store.scripts import Scripts
+from seckill.store.stock import StockService
 
 SECRET = "bench-secret-0123456789abcdef0123456789"
 

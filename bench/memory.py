@@ -21,9 +21,11 @@ from typing import Any
 
 import redis
 
-from seckill.activities import Activity, ActivityStore, now_ms
-from seckill.embedded import EmbeddedValkey
-from seckill.store import KeySpace, Scripts
+from seckill.domain.activities import Activity, now_ms
+from seckill.ops.embedded import EmbeddedValkey
+from seckill.store.activities import ActivityStore
+from seckill.store.keys import KeySpace
+from seckill.store.scripts import Scripts
 
 
 @dataclass(frozen=True)

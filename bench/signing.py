@@ -37,7 +37,7 @@ import jwt
 from bench.machine import describe
 from edge.identity import mint_user_token, user_from_jwt
 from edge.purchase_url import PurchaseUrlSigner
-from seckill import errors
+from seckill.domain import errors
 
 KEY = "bench-url-key-6f1c2a9e4b7d8035a1c4e6f8092b3d5e"
 OLD_KEY = "bench-old-url-key-0a1b2c3d4e5f60718293a4b5c6d7e8f9"

@@ -31,8 +31,8 @@ from typing import Any
 import redis
 
 from seckill.config import Settings
-from seckill.embedded import EmbeddedValkey
-from seckill.store import Wire, make_pool
+from seckill.ops.embedded import EmbeddedValkey
+from seckill.store.connection import Wire, make_pool
 
 SCRIPT = "redis.call('INCR', KEYS[1]) return {'ok', ARGV[1], 5}"
 

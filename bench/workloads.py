@@ -31,8 +31,10 @@ from bench.stack import (
 from bench.wrk import WrkResult
 from edge.identity import mint_user_token
 from edge.purchase_url import PurchaseUrlSigner
-from seckill.activities import Activity, ActivityStore, now_ms
-from seckill.store import KeySpace, Scripts
+from seckill.domain.activities import Activity, now_ms
+from seckill.store.activities import ActivityStore
+from seckill.store.keys import KeySpace
+from seckill.store.scripts import Scripts
 
 OK = frozenset({"200"})
 GONE = frozenset({"410"})

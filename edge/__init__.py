@@ -82,7 +82,7 @@ class Passage:
         if aid is None:
             aid = self.args.get("activity")
             if not aid:
-                from seckill.errors import BadRequest
+                from seckill.domain.errors import BadRequest
 
                 raise BadRequest("the activity query parameter is required", field="activity")
         return str(aid)

@@ -9,8 +9,8 @@ import jwt
 from flask import Flask
 
 from edge import ADMIN, USER, Edge, Passage
-from seckill import errors
-from seckill.activities import USER_ID
+from seckill.domain import errors
+from seckill.domain.activities import USER_ID
 
 ALGORITHMS = ["HS256"]  # pinned: "none", RS256-with-a-public-key-as-secret etc. are rejected
 

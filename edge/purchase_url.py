@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from flask import Flask
 
 from edge import PURCHASE_URL, Edge, Passage
-from seckill import errors
+from seckill.domain import errors
 
 _MAX_TOKEN = 128
 

@@ -38,7 +38,8 @@ from flask import Flask
 from limits import parse_many
 
 from edge import RATE, Edge, Passage
-from seckill import errors, metrics
+from seckill import metrics
+from seckill.domain import errors
 
 log = logging.getLogger("seckill.ratelimit")
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from flask import Flask
 
 from edge import IN_STOCK, SOLD_OUT, WINDOW, Edge, Passage
-from seckill import errors
-from seckill.activities import iso_from_ms, now_ms
+from seckill.domain import errors
+from seckill.domain.activities import iso_from_ms, now_ms
 
 
 class SaleWindow:

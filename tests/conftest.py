@@ -24,10 +24,10 @@ from flask.testing import FlaskClient
 from sqlalchemy.engine import make_url
 
 from edge.identity import mint_user_token
-from seckill import db
-from seckill.app import create_app
 from seckill.config import Settings
-from seckill.embedded import EmbeddedValkey
+from seckill.ops.embedded import EmbeddedValkey
+from seckill.sql import engine as db
+from seckill.web.app import create_app
 
 JWT_SECRET = "test-jwt-secret-0123456789abcdef0123456789"
 URL_KEY = "test-url-key-0123456789abcdef0123456789abcd"

@@ -25,11 +25,13 @@ from typing import Any, cast
 import redis
 import sqlalchemy as sa
 
-from seckill import db
-from seckill.embedded import EmbeddedValkey, die_with_parent
-from seckill.orders import OrderBook, StoredOrder
-from seckill.store import KeySpace, Scripts
-from seckill.worker import GROUP, OrdersWorker, StopFlag
+from seckill.domain.orders import StoredOrder
+from seckill.ops.embedded import EmbeddedValkey, die_with_parent
+from seckill.sql import engine as db
+from seckill.sql.book import OrderBook
+from seckill.store.keys import KeySpace
+from seckill.store.scripts import Scripts
+from seckill.worker.orders import GROUP, OrdersWorker, StopFlag
 from tests.servers import REPO_ROOT, stop_process
 
 
@@ -201,7 +203,7 @@ def stop_worker_process(process: subprocess.Popen[bytes]) -> int | None:
 @contextlib.contextmanager
 def built_worker(settings: Any, **options: Any) -> Iterator[OrdersWorker]:
     """``build_worker(settings, **options)``, its connections closed afterwards."""
-    from seckill.worker import build_worker
+    from seckill.worker.orders import build_worker
 
     worker = build_worker(settings, **options)
     try:

@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from edge.identity import mint_user_token, user_from_jwt
-from seckill.embedded import EmbeddedValkey, free_port
+from seckill.ops.embedded import EmbeddedValkey, free_port
 from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, URL_KEY, buy, iso
 
 # The console script pip installed next to this interpreter (not resolved: that leaves the venv).

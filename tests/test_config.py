@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from edge.identity import mint_user_token
-from seckill.app import create_app
 from seckill.config import MIN_KEY_BYTES, SECRET_VARS, ConfigError, Settings
+from seckill.web.app import create_app
 from tests.conftest import ADMIN_TOKEN, JWT_SECRET, URL_KEY, expect
 
 SECRETS = {

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from edge.errors import MAX_BODY
-from seckill.activities import Activity, now_ms
-from seckill.embedded import free_port
+from seckill.domain.activities import Activity, now_ms
+from seckill.ops.embedded import free_port
+from seckill.web.errors import MAX_BODY
 from tests.conftest import ADMIN, buy, expect, iso, keys_of, user_headers
 
 PUBLIC_FIELDS = {"id", "name", "starts_at", "ends_at", "total", "remaining", "per_user_limit",

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from seckill.embedded import EmbeddedValkey
-from seckill.store import BACKGROUND_CLIENT_PREFIX
+from seckill.ops.embedded import EmbeddedValkey
+from seckill.store.connection import BACKGROUND_CLIENT_PREFIX
 from tests.conftest import create_activity, expect, iso, user_headers
 from tests.faults import wait_until
 

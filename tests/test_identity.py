@@ -14,7 +14,7 @@ import jwt
 import pytest
 
 from edge.identity import bearer, mint_user_token, user_from_jwt
-from seckill import errors
+from seckill.domain import errors
 from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, expect, user_headers
 
 

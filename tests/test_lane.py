@@ -20,7 +20,7 @@ from flask import Flask
 from werkzeug.test import Client
 
 from edge.identity import mint_user_token
-from seckill.lane import PurchaseLane
+from seckill.web.hot import PurchaseLane
 from tests.conftest import JWT_SECRET, create_activity, iso, user_headers
 
 

@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 import redis
 
-from seckill.activities import Activity, ActivityStore
-from seckill.store import KeySpace, Scripts, lua_source
+from seckill.domain.activities import Activity
+from seckill.store.activities import ActivityStore
+from seckill.store.keys import KeySpace
+from seckill.store.scripts import Scripts, lua_source
 from tests.conftest import ADMIN, buy, create_activity, expect, keys_of, user_headers
 
 

@@ -26,8 +26,8 @@ import redis
 import urllib3
 
 from edge.identity import mint_user_token
-from seckill import nginx
-from seckill.embedded import EmbeddedValkey, free_port
+from seckill.ops import nginx
+from seckill.ops.embedded import EmbeddedValkey, free_port
 from tests.conftest import ADMIN, JWT_SECRET, gateway_env, iso
 from tests.servers import NginxFront, gunicorn_server, nginx_server, require_nginx
 

@@ -19,9 +19,9 @@ import sqlalchemy as sa
 from flask.testing import FlaskClient
 
 from seckill.config import Settings
-from seckill.orders import OrderRow
-from seckill.store import KeySpace
-from seckill.worker import GROUP
+from seckill.domain.orders import OrderRow
+from seckill.store.keys import KeySpace
+from seckill.worker.orders import GROUP
 from tests.conftest import activity_stats, buy, order_status
 from tests.faults import (
     DatabaseOutage,

@@ -21,14 +21,16 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 
-from seckill import db, errors
 from seckill.config import Settings
-from seckill.entries import Poison, parse_entry
-from seckill.orders import OrderBook, OrderRow
-from seckill.packets import split
-from seckill.recovery import reconcile
-from seckill.schema import activities
-from seckill.stock import StockService
+from seckill.domain import errors
+from seckill.domain.entries import Poison, parse_entry
+from seckill.domain.orders import OrderRow
+from seckill.domain.packets import split
+from seckill.sql import engine as db
+from seckill.sql.book import OrderBook
+from seckill.sql.schema import activities
+from seckill.store.recovery import reconcile
+from seckill.store.stock import StockService
 from tests.conftest import (
     ADMIN,
     activity_stats,

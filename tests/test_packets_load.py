@@ -16,8 +16,9 @@ from typing import Any
 import redis
 from flask import Flask
 
-from seckill import catalog, packets
-from seckill.activities import parse_new_activity
+from seckill.domain import packets
+from seckill.domain.activities import parse_new_activity
+from seckill.store import catalog
 from tests.conftest import iso
 
 COUNT = 100_000

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from seckill import packets
-from seckill.packets import MAX_AMOUNT, MAX_PACKETS, split, unclaimed
+from seckill.domain import packets
+from seckill.domain.packets import MAX_AMOUNT, MAX_PACKETS, split, unclaimed
 
 
 def check(amount: int, count: int, seed: int) -> list[int]:

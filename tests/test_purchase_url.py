@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from edge.purchase_url import PurchaseUrlSigner
-from seckill import errors
+from seckill.domain import errors
 from tests.conftest import URL_KEY, create_activity, expect, user_headers
 
 OLD_KEY = "old-url-key-0123456789abcdef0123456789abcdef"

@@ -130,7 +130,7 @@ def test_a_limited_view_without_a_user_fails_closed(settings):
     """Wiring mistake: a rate-limited view that never authenticates (marked by hand, since
     ``edge.filters`` refuses it). The limit has no key: the chain answers 500 and never runs
     the view, rather than letting the request through unlimited."""
-    from seckill.app import create_app
+    from seckill.web.app import create_app
 
     application = create_app(settings)
     ran: list[bool] = []

@@ -20,11 +20,12 @@ import pytest
 import redis
 from flask import Flask
 
-from seckill import errors
 from seckill.config import Settings
-from seckill.embedded import EmbeddedValkey
-from seckill.recovery import Restorer
-from seckill.store import KeySpace, Scripts
+from seckill.domain import errors
+from seckill.ops.embedded import EmbeddedValkey
+from seckill.store.keys import KeySpace
+from seckill.store.recovery import Restorer
+from seckill.store.scripts import Scripts
 from tests.conftest import ADMIN, buy, iso, user_headers
 from tests.faults import built_worker, dedicated_valkey, drain, stored_orders
 

@@ -26,8 +26,8 @@ import pytest
 import redis
 import urllib3
 
-from seckill import nginx
-from seckill.embedded import free_port
+from seckill.ops import nginx
+from seckill.ops.embedded import free_port
 from tests.conftest import ADMIN
 from tests.servers import require_nginx
 from tests.test_cli import (

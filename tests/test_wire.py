@@ -10,8 +10,8 @@ import pytest
 import redis
 from redis.exceptions import NoScriptError
 
-from seckill.embedded import EmbeddedValkey
-from seckill.store import Wire
+from seckill.ops.embedded import EmbeddedValkey
+from seckill.store.connection import Wire
 
 
 @pytest.fixture

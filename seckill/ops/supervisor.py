@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 
-from seckill.embedded import die_with_parent
+from seckill.ops.embedded import die_with_parent
 
 # A child that dies sooner than this after starting counts towards a crash loop.
 QUICK_DEATH_SECONDS = 10.0

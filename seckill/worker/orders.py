@@ -33,12 +33,15 @@ import redis
 import sqlalchemy as sa
 
 from seckill import metrics
-from seckill.activities import is_activity_id
 from seckill.config import ConfigError, Settings
-from seckill.db import make_engine
-from seckill.entries import Cancel, Poison, parse_entry
-from seckill.orders import OrderBook, OrderRow
-from seckill.store import KeySpace, Scripts, make_pool
+from seckill.domain.activities import is_activity_id
+from seckill.domain.entries import Cancel, Poison, parse_entry
+from seckill.domain.orders import OrderRow
+from seckill.sql.book import OrderBook
+from seckill.sql.engine import make_engine
+from seckill.store.connection import make_pool
+from seckill.store.keys import KeySpace
+from seckill.store.scripts import Scripts
 
 log = logging.getLogger("seckill.worker")
 

@@ -4,19 +4,12 @@ process's copies of them: ``seckill.activity_cache``)."""
 from __future__ import annotations
 
 import dataclasses
-import logging
 import re
-import secrets
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import redis
-
-from seckill import errors, packets
-from seckill.store import KeySpace, Scripts
-
-log = logging.getLogger("seckill.activities")
+from seckill.domain import errors, packets
 
 ACTIVITY_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 USER_ID = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
@@ -238,56 +231,3 @@ def _refuse_other_kinds_fields(body: dict[str, Any], kind: str) -> None:
                 raise errors.BadRequest(
                     f"{field} applies to kind 'packets' only (add \"kind\": \"packets\")",
                     field=field)
-
-
-class ActivityStore:
-    """Activities as Redis holds them (the meta hash is the stock's home too)."""
-
-    def __init__(self, client: redis.Redis, keys: KeySpace, scripts: Scripts) -> None:
-        self.client = client
-        self.keys = keys
-        self.scripts = scripts
-
-    def create(self, activity: Activity, progress: packets.Progress | None = None) -> bool:
-        """Warm a new activity into Redis; False if Redis already holds one with this id.
-
-        Packets are split and pushed first (``progress(done, total)`` follows the push), the
-        meta hash last: until it exists nobody can grab from a half-filled list."""
-        if activity.kind != PACKETS:
-            return bool(
-                self.scripts.create_activity(
-                    keys=[self.keys.meta(activity.id)], args=activity.redis_fields(now_ms())
-                )
-            )
-        assert activity.amount is not None and activity.total is not None
-        assert activity.seed is not None
-        split = packets.split(activity.amount, activity.total, activity.seed)
-        return self.publish_packets(activity, split, activity.redis_fields(now_ms()), progress)
-
-    def publish_packets(
-        self, activity: Activity, unclaimed: list[int], fields: list[str | int],
-        progress: packets.Progress | None = None,
-    ) -> bool:
-        """Push ``unclaimed`` to a staging list, then rename it into place and write the meta
-        hash in one script (``lua/create_activity.lua``). False if the meta already exists."""
-        # A push cut short leaves the staging list to expire (STAGING_TTL_MS), never in use.
-        staging = self.keys.packets_staging(activity.id, secrets.token_hex(8))
-        packets.push(self.client, staging, unclaimed, progress)
-        created = int(self.scripts.create_activity(
-            keys=[self.keys.meta(activity.id), staging, self.keys.packets(activity.id)],
-            args=fields,
-        ))
-        if created < 0:
-            raise errors.SeckillError(
-                "the packets list was incomplete when it was to be published (a push cut short "
-                "or expired); nothing was created", activity=activity.id)
-        return created == 1
-
-    def exists(self, aid: str) -> bool:
-        return bool(self.client.exists(self.keys.meta(aid)))
-
-    def load(self, aid: str) -> Activity | None:
-        fields = self.client.hgetall(self.keys.meta(aid))
-        if not fields:
-            return None
-        return Activity.from_redis(aid, fields)  # type: ignore[arg-type]

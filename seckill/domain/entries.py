@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from seckill.activities import MAX_PER_USER, PACKETS, STOCK, USER_ID
-from seckill.orders import OrderRow, activity_of_order
-from seckill.packets import MAX_AMOUNT
+from seckill.domain.activities import MAX_PER_USER, PACKETS, STOCK, USER_ID
+from seckill.domain.orders import OrderRow, activity_of_order
+from seckill.domain.packets import MAX_AMOUNT
 
 MAX_ORDER_ID = 100  # the order id column's length
 MAX_TS_MS = 2**63 - 1  # a BIGINT

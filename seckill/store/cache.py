@@ -7,9 +7,10 @@ import logging
 import threading
 from collections.abc import Callable
 
-from seckill import errors
-from seckill.activities import Activity, ActivityStore, is_activity_id
-from seckill.store import background_client
+from seckill.domain import errors
+from seckill.domain.activities import Activity, is_activity_id
+from seckill.store.activities import ActivityStore
+from seckill.store.connection import background_client
 
 log = logging.getLogger("seckill.activities")
 

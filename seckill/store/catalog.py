@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import redis
 
-from seckill import errors
-from seckill.activities import Activity, ActivityStore
-from seckill.orders import OrderBook
-from seckill.packets import Progress
+from seckill.domain import errors
+from seckill.domain.activities import Activity
+from seckill.domain.packets import Progress
+from seckill.sql.book import OrderBook
+from seckill.store.activities import ActivityStore
 
 
 def create_activity(

@@ -11,7 +11,6 @@ nothing.)
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 from collections.abc import Sequence
@@ -19,76 +18,17 @@ from typing import Any
 
 import redis
 
-from seckill import errors
-from seckill.activities import PACKETS, STOCK, iso_from_ms
-from seckill.durability import Durability
-from seckill.orders import OrderBook, activity_of_order
-from seckill.recovery import Restorer
-from seckill.schema import CANCELLED
-from seckill.store import KeySpace, Scripts, Wire, split_buyer_entry
+from seckill.domain import errors
+from seckill.domain.activities import PACKETS, STOCK, iso_from_ms
+from seckill.domain.orders import CANCELLED, OrderStatus, Purchase, Stats, activity_of_order
+from seckill.sql.book import OrderBook
+from seckill.store.connection import Wire
+from seckill.store.durability import Durability
+from seckill.store.keys import KeySpace, split_buyer_entry
+from seckill.store.recovery import Restorer
+from seckill.store.scripts import Scripts
 
 log = logging.getLogger("seckill.stock")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Purchase:
-    order_id: str
-    quantity: int
-    remaining: int | None  # None: unlimited
-    amount: int | None = None  # the packet grabbed, cents (packets activities)
-
-    def body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "status": "ok", "order_id": self.order_id, "quantity": self.quantity,
-        }
-        if self.amount is not None:
-            body["amount"] = self.amount
-        return body
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class OrderStatus:
-    status: str
-    order_id: str | None = None
-    amount: int | None = None
-
-    def body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"status": self.status}
-        if self.order_id is not None:
-            body["order_id"] = self.order_id
-        if self.amount is not None:
-            body["amount"] = self.amount
-        return body
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Stats:
-    total: int | None
-    remaining: int | None
-    sold: int
-    buyers: int
-    pending: int
-    confirmed: int
-    cancelled: int
-    amount: int | None = None  # packets: the amount split, and how much of it is grabbed
-    amount_given: int | None = None
-
-    def body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "total": self.total,
-            "remaining": self.remaining,
-            "sold": self.sold,
-            "buyers": self.buyers,
-            "orders": {
-                "pending": self.pending,
-                "confirmed": self.confirmed,
-                "cancelled": self.cancelled,
-            },
-        }
-        if self.amount is not None and self.amount_given is not None:
-            body["amount_given"] = self.amount_given
-            body["amount_left"] = self.amount - self.amount_given
-        return body
 
 
 class StockService:

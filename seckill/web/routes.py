@@ -9,15 +9,18 @@ import orjson
 from flask import Blueprint, Response, current_app, g, request
 
 import edge
-from seckill import catalog, db, errors, metrics
-from seckill.activities import (
+from seckill import metrics
+from seckill.domain import errors
+from seckill.domain.activities import (
     MAX_TOTAL,
     Activity,
     is_activity_id,
     now_ms,
     parse_new_activity,
 )
-from seckill.orders import activity_of_order
+from seckill.domain.orders import activity_of_order
+from seckill.sql import engine as db
+from seckill.store import catalog
 
 
 def _services() -> Any:

@@ -17,18 +17,11 @@ from __future__ import annotations
 import hashlib
 import secrets
 import struct
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from typing import TextIO
-
-import redis
 
 MAX_AMOUNT = 10**12  # cents; every sum stays far below 2**53 (exact in Lua's doubles)
 MAX_PACKETS = 1_000_000
-PUSH_CHUNK = 1000  # packets per RPUSH
-PIPELINE_CHUNKS = 10  # RPUSHes per round trip (and per progress report)
-STAGING_TTL_MS = 600_000  # a creation that dies half-way leaves nothing behind for long
 
 _WORDS = struct.Struct("<8Q")
 _TWO_64 = 1 << 64
@@ -92,50 +85,3 @@ def unclaimed(packets: Iterable[int], claimed: Iterable[int]) -> tuple[list[int]
         else:
             left.append(packet)
     return left, sorted(owed.elements())
-
-
-def push(
-    client: redis.Redis, key: str, packets: list[int], progress: Progress | None = None
-) -> None:
-    """RPUSH the packets onto ``key`` (a staging key: see ``lua/create_activity.lua``), in
-    chunks, a few chunks per round trip. The key expires unless it is published."""
-    total = len(packets)
-    step = PUSH_CHUNK * PIPELINE_CHUNKS
-    if progress is not None:
-        progress(0, total)
-    for start in range(0, total, step):
-        pipe = client.pipeline(transaction=False)
-        end = min(start + step, total)
-        for chunk in range(start, end, PUSH_CHUNK):
-            pipe.rpush(key, *packets[chunk : min(chunk + PUSH_CHUNK, end)])
-        pipe.pexpire(key, STAGING_TTL_MS)
-        pipe.execute()
-        if progress is not None:
-            progress(end, total)
-
-
-class ProgressBar:
-    """Plain text on a stream: ``\\r`` updates on a terminal, a line per 10 % elsewhere."""
-
-    def __init__(self, stream: TextIO, label: str, width: int = 30) -> None:
-        self.stream = stream
-        self.label = label
-        self.width = width
-        self.started = time.perf_counter()
-        self._tty = stream.isatty()
-        self._last_tenth = -1
-
-    def __call__(self, done: int, total: int) -> None:
-        fraction = done / total if total else 1.0
-        tenth = int(fraction * 10)
-        if not self._tty and tenth == self._last_tenth:
-            return
-        self._last_tenth = tenth
-        filled = int(fraction * self.width)
-        bar = "#" * filled + "." * (self.width - filled)
-        elapsed = time.perf_counter() - self.started
-        line = f"{self.label} [{bar}] {done}/{total} {fraction:4.0%} {elapsed:.1f}s"
-        self.stream.write(("\r" + line) if self._tty else (line + "\n"))
-        if self._tty and done >= total:
-            self.stream.write("\n")
-        self.stream.flush()

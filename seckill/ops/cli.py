@@ -14,8 +14,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from seckill import errors
-from seckill.commands import (
+from seckill.config import MIN_KEY_BYTES, ConfigError, Settings
+from seckill.domain import errors
+from seckill.ops.commands import (
     Failure,
     cmd_activity_create,
     cmd_activity_restock,
@@ -24,7 +25,6 @@ from seckill.commands import (
     cmd_reconcile,
     units_arg,
 )
-from seckill.config import MIN_KEY_BYTES, ConfigError, Settings
 
 MAX_TOKEN_TTL = 30 * 24 * 3600
 IP_RATE = re.compile(r"off|[1-9][0-9]{0,6}r/[sm]")
@@ -61,7 +61,7 @@ def _ip_rate(text: str) -> str:
 
 def cmd_token(args: argparse.Namespace) -> int:
     from edge.identity import mint_user_token
-    from seckill.activities import USER_ID
+    from seckill.domain.activities import USER_ID
 
     if USER_ID.fullmatch(args.uid) is None:
         raise errors.BadRequest(f"user id must match [A-Za-z0-9_.@-]{{1,64}}, got {args.uid!r}")
@@ -83,7 +83,7 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from seckill import worker
+    from seckill.worker import orders as worker
 
     return worker.main(Settings.from_env())
 
@@ -92,7 +92,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_nginx_render(args: argparse.Namespace) -> int:
-    from seckill import nginx
+    from seckill.ops import nginx
 
     options = nginx.NginxOptions(
         backends=args.backend, port=args.port, admin_port=args.admin_port,
@@ -117,7 +117,7 @@ def cmd_nginx_render(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from seckill import up
+    from seckill.ops import up
 
     return up.run(args)
 

@@ -35,10 +35,10 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from seckill.config import SECRET_VARS, ConfigError, Settings
-from seckill.embedded import free_port
-from seckill.nginx import INSTALL_HINT, nginx_binary
-from seckill.nginx import command as nginx_command
-from seckill.supervisor import ChildSpec, http_ready, log
+from seckill.ops.embedded import free_port
+from seckill.ops.nginx import INSTALL_HINT, nginx_binary
+from seckill.ops.nginx import command as nginx_command
+from seckill.ops.supervisor import ChildSpec, http_ready, log
 
 
 def project_root() -> Path:
@@ -122,7 +122,7 @@ def _render_nginx(
     args: argparse.Namespace, binary: str, data_dir: Path, backends: list[str]
 ) -> tuple[Path, Path]:
     """Write ``<data>/nginx/nginx.conf`` for ``backends`` and check it with ``nginx -t``."""
-    from seckill import nginx
+    from seckill.ops import nginx
 
     run_dir = (data_dir / "nginx").resolve()
     nginx.prepare_run_dir(run_dir)
@@ -193,12 +193,12 @@ def try_it(
 
 
 def run(args: argparse.Namespace) -> int:
-    from seckill.embedded import EmbeddedValkey
-    from seckill.supervisor import Stopping, Supervisor, SupervisorError, redis_ready
+    from seckill.ops.embedded import EmbeddedValkey
+    from seckill.ops.supervisor import Stopping, Supervisor, SupervisorError, redis_ready
 
     environ = dict(os.environ)
     settings = Settings.from_env(environ)  # no production secret missing, all values valid
-    from seckill.worker import options_from_env
+    from seckill.worker.orders import options_from_env
 
     options_from_env(environ)  # the worker's own settings: refused here, not in a crash loop
     root = project_root()

@@ -7,50 +7,17 @@ order; a cancellation is an UPDATE that only moves ``confirmed`` to ``cancelled`
 
 from __future__ import annotations
 
-import dataclasses
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from seckill import errors
-from seckill.activities import PACKETS, Activity, now_ms
-from seckill.schema import CANCELLED, CONFIRMED, activities, ensure_schema, orders
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class OrderRow:
-    order_id: str
-    activity_id: str
-    user_id: str
-    quantity: int
-    created_ms: int
-    amount: int | None = None  # a packet's amount, cents (packets activities)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class StoredOrder:
-    order_id: str
-    activity_id: str
-    user_id: str
-    quantity: int
-    status: str
-    amount: int | None = None
-
-
-def activity_of_order(order_id: str) -> str | None:
-    """Order ids are ``<aid>-<13-digit ms>-<seq>``; the activity id may itself contain ``-``."""
-    parts = order_id.rsplit("-", 2)
-    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
-        return None
-    return parts[0]
-
-
-def order_seq(order_id: str) -> int:
-    tail = order_id.rsplit("-", 1)[-1]
-    return int(tail) if tail.isdigit() else 0
+from seckill.domain import errors
+from seckill.domain.activities import PACKETS, Activity, now_ms
+from seckill.domain.orders import CANCELLED, CONFIRMED, OrderRow, StoredOrder
+from seckill.sql.schema import activities, ensure_schema, orders
 
 
 class OrderBook:
@@ -241,17 +208,3 @@ _STORED = (orders.c.order_id, orders.c.activity_id, orders.c.user_id, orders.c.q
 def _stored(row: Any) -> StoredOrder:
     amount = None if row[5] is None else int(row[5])
     return StoredOrder(row[0], row[1], row[2], int(row[3]), row[4], amount)
-
-
-def live_and_cancelled(
-    stored: Iterable[StoredOrder],
-) -> tuple[dict[str, StoredOrder], dict[str, StoredOrder]]:
-    """Per user: their live (confirmed) order, and their latest cancelled one."""
-    live: dict[str, StoredOrder] = {}
-    cancelled: dict[str, StoredOrder] = {}
-    for order in stored:
-        if order.status == CONFIRMED:
-            live[order.user_id] = order
-        else:
-            cancelled[order.user_id] = order
-    return live, cancelled

@@ -32,10 +32,13 @@ from typing import Any
 
 import redis
 
-from seckill import errors, packets
-from seckill.activities import PACKETS, Activity, ActivityStore, now_ms
-from seckill.orders import OrderBook, StoredOrder, live_and_cancelled, order_seq
-from seckill.store import CONFIRMED_SUFFIX, KeySpace, Scripts
+from seckill.domain import errors, packets
+from seckill.domain.activities import PACKETS, Activity, now_ms
+from seckill.domain.orders import StoredOrder, live_and_cancelled, order_seq
+from seckill.sql.book import OrderBook
+from seckill.store.activities import ActivityStore
+from seckill.store.keys import CONFIRMED_SUFFIX, KeySpace
+from seckill.store.scripts import Scripts
 
 log = logging.getLogger("seckill.recovery")
 

@@ -14,7 +14,7 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from seckill.store import resource_dir
+from seckill.resources import resource_dir
 
 _RATE = re.compile(r"[1-9][0-9]{0,6}r/[sm]")
 _HOST_PORT = re.compile(r"[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}")

@@ -10,6 +10,8 @@ import logging
 
 import sqlalchemy as sa
 
+from seckill.domain.orders import CONFIRMED
+
 log = logging.getLogger("seckill.schema")
 
 metadata = sa.MetaData()
@@ -32,8 +34,6 @@ activities = sa.Table(
     sa.Column("seed", sa.BigInteger, nullable=True),
 )
 
-CONFIRMED = "confirmed"
-CANCELLED = "cancelled"
 
 orders = sa.Table(
     "seckill_orders",

@@ -12,23 +12,26 @@ import sqlalchemy as sa
 from flask import Flask, Response, g, request
 
 from edge import Edge
-from edge.errors import JsonErrors
 from edge.identity import Identity
-from edge.jsonio import OrjsonProvider
 from edge.purchase_url import PurchaseUrls, PurchaseUrlSigner
 from edge.ratelimit import UserRateLimit
 from edge.window import SaleWindow
-from seckill import db, metrics
-from seckill.activities import ActivityStore
-from seckill.activity_cache import ActivityCache
+from seckill import metrics
 from seckill.config import Settings
-from seckill.durability import Durability
-from seckill.lane import PurchaseLane
-from seckill.orders import OrderBook
-from seckill.recovery import Restorer
-from seckill.soldout import SoldOutBoard
-from seckill.stock import StockService
-from seckill.store import KeySpace, Scripts, Wire, make_pool
+from seckill.sql import engine as db
+from seckill.sql.book import OrderBook
+from seckill.store.activities import ActivityStore
+from seckill.store.cache import ActivityCache
+from seckill.store.connection import Wire, make_pool
+from seckill.store.durability import Durability
+from seckill.store.keys import KeySpace
+from seckill.store.recovery import Restorer
+from seckill.store.scripts import Scripts
+from seckill.store.soldout import SoldOutBoard
+from seckill.store.stock import StockService
+from seckill.web.errors import JsonErrors
+from seckill.web.hot import PurchaseLane
+from seckill.web.jsonio import OrjsonProvider
 
 
 @dataclasses.dataclass
@@ -134,7 +137,7 @@ def create_app(config: Settings | Mapping[str, str] | None = None) -> Flask:
         settings.user_rate,
     )
 
-    from seckill.api import admin_blueprint, service_blueprint, user_blueprint
+    from seckill.web.routes import admin_blueprint, service_blueprint, user_blueprint
 
     app.register_blueprint(user_blueprint())
     app.register_blueprint(admin_blueprint())

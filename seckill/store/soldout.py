@@ -56,8 +56,9 @@ from typing import Any
 import redis
 from redis.client import PubSub
 
-from seckill import errors
-from seckill.store import KeySpace, background_client, split_buyer_entry
+from seckill.domain import errors
+from seckill.store.connection import background_client
+from seckill.store.keys import KeySpace, split_buyer_entry
 
 log = logging.getLogger("seckill.soldout")
 

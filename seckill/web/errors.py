@@ -8,8 +8,8 @@ import redis
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
-from edge.jsonio import json_response
-from seckill import errors
+from seckill.domain import errors
+from seckill.web.jsonio import json_response
 
 log = logging.getLogger("seckill")
 

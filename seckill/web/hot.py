@@ -35,9 +35,10 @@ from flask import Flask
 from werkzeug.http import HTTP_STATUS_CODES
 
 from edge import Edge, Passage
-from edge.errors import MAX_BODY, as_domain_error
-from seckill import errors, metrics
-from seckill.api import buy, issue_url
+from seckill import metrics
+from seckill.domain import errors
+from seckill.web.errors import MAX_BODY, as_domain_error
+from seckill.web.routes import buy, issue_url
 
 PURCHASE = "user.purchase"
 PURCHASE_URL = "user.purchase_url"

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from seckill import errors
 from seckill.config import Settings
-from seckill.up import redact_url
+from seckill.domain import errors
+from seckill.ops.up import redact_url
 
 
 class Failure(RuntimeError):
@@ -28,7 +28,7 @@ class Failure(RuntimeError):
 def _services() -> Iterator[Any]:
     """The gateway's own services (Redis pool, database, activity store) on this environment,
     so that the commands below take exactly the admin API's path."""
-    from seckill.app import Services
+    from seckill.services import Services
 
     # These commands use no secret: read the rest of the configuration without requiring one.
     settings = Settings.from_env({**os.environ, "SECKILL_ENV": "development"})
@@ -66,7 +66,7 @@ def _total(args: argparse.Namespace) -> int | None:
 
 
 def _activity_body(args: argparse.Namespace) -> dict[str, Any]:
-    from seckill.activities import PACKETS, iso_from_ms, ms_from_iso, now_ms
+    from seckill.domain.activities import PACKETS, iso_from_ms, ms_from_iso, now_ms
 
     if args.starts_at is not None:
         starts_at = args.starts_at
@@ -99,9 +99,9 @@ def cmd_activity_create(args: argparse.Namespace) -> int:
     import redis
     import sqlalchemy as sa
 
-    from seckill import catalog
-    from seckill.activities import PACKETS, now_ms, parse_new_activity
-    from seckill.packets import ProgressBar
+    from seckill.domain.activities import PACKETS, now_ms, parse_new_activity
+    from seckill.ops.progress import ProgressBar
+    from seckill.store import catalog
 
     activity = parse_new_activity(_activity_body(args))  # the admin API's validation
     progress = None
@@ -122,7 +122,7 @@ def cmd_activity_show(args: argparse.Namespace) -> int:
     import redis
     import sqlalchemy as sa
 
-    from seckill.activities import is_activity_id, now_ms
+    from seckill.domain.activities import is_activity_id, now_ms
 
     if not is_activity_id(args.id):
         raise errors.BadRequest(f"activity id must match [A-Za-z0-9_-]{{1,64}}, got {args.id!r}")
@@ -145,7 +145,7 @@ def cmd_activity_restock(args: argparse.Namespace) -> int:
     import redis
     import sqlalchemy as sa
 
-    from seckill.activities import MAX_TOTAL, is_activity_id, now_ms
+    from seckill.domain.activities import MAX_TOTAL, is_activity_id, now_ms
 
     if not is_activity_id(args.id):
         raise errors.BadRequest(f"activity id must match [A-Za-z0-9_-]{{1,64}}, got {args.id!r}")
@@ -196,8 +196,8 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     import redis
     import sqlalchemy as sa
 
-    from seckill.activities import is_activity_id
-    from seckill.recovery import reconcile
+    from seckill.domain.activities import is_activity_id
+    from seckill.store.recovery import reconcile
 
     if not is_activity_id(args.id):
         raise errors.BadRequest(f"activity id must match [A-Za-z0-9_-]{{1,64}}, got {args.id!r}")

@@ -1,0 +1,119 @@
+"""Orders in the sale's words: an order row, a stored order, what an order id says."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+# An order's status in the database ("pending" is Redis's: decided, not stored yet).
+CONFIRMED = "confirmed"
+CANCELLED = "cancelled"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OrderRow:
+    order_id: str
+    activity_id: str
+    user_id: str
+    quantity: int
+    created_ms: int
+    amount: int | None = None  # a packet's amount, cents (packets activities)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StoredOrder:
+    order_id: str
+    activity_id: str
+    user_id: str
+    quantity: int
+    status: str
+    amount: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Purchase:
+    order_id: str
+    quantity: int
+    remaining: int | None  # None: unlimited
+    amount: int | None = None  # the packet grabbed, cents (packets activities)
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "status": "ok", "order_id": self.order_id, "quantity": self.quantity,
+        }
+        if self.amount is not None:
+            body["amount"] = self.amount
+        return body
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OrderStatus:
+    status: str
+    order_id: str | None = None
+    amount: int | None = None
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"status": self.status}
+        if self.order_id is not None:
+            body["order_id"] = self.order_id
+        if self.amount is not None:
+            body["amount"] = self.amount
+        return body
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Stats:
+    total: int | None
+    remaining: int | None
+    sold: int
+    buyers: int
+    pending: int
+    confirmed: int
+    cancelled: int
+    amount: int | None = None  # packets: the amount split, and how much of it is grabbed
+    amount_given: int | None = None
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "total": self.total,
+            "remaining": self.remaining,
+            "sold": self.sold,
+            "buyers": self.buyers,
+            "orders": {
+                "pending": self.pending,
+                "confirmed": self.confirmed,
+                "cancelled": self.cancelled,
+            },
+        }
+        if self.amount is not None and self.amount_given is not None:
+            body["amount_given"] = self.amount_given
+            body["amount_left"] = self.amount - self.amount_given
+        return body
+
+
+def activity_of_order(order_id: str) -> str | None:
+    """Order ids are ``<aid>-<13-digit ms>-<seq>``; the activity id may itself contain ``-``."""
+    parts = order_id.rsplit("-", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        return None
+    return parts[0]
+
+
+def order_seq(order_id: str) -> int:
+    tail = order_id.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
+def live_and_cancelled(
+    stored: Iterable[StoredOrder],
+) -> tuple[dict[str, StoredOrder], dict[str, StoredOrder]]:
+    """Per user: their live (confirmed) order, and their latest cancelled one."""
+    live: dict[str, StoredOrder] = {}
+    cancelled: dict[str, StoredOrder] = {}
+    for order in stored:
+        if order.status == CONFIRMED:
+            live[order.user_id] = order
+        else:
+            cancelled[order.user_id] = order
+    return live, cancelled

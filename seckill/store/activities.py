@@ -1,0 +1,89 @@
+"""Activities as Redis holds them: the meta hash (the stock's home too) and the packets list."""
+
+from __future__ import annotations
+
+import secrets
+
+import redis
+
+from seckill.domain import errors, packets
+from seckill.domain.activities import PACKETS, Activity, now_ms
+from seckill.store.keys import KeySpace
+from seckill.store.scripts import Scripts
+
+PUSH_CHUNK = 1000  # packets per RPUSH
+PIPELINE_CHUNKS = 10  # RPUSHes per round trip (and per progress report)
+STAGING_TTL_MS = 600_000  # a creation that dies half-way leaves nothing behind for long
+
+
+def push(
+    client: redis.Redis, key: str, packets: list[int], progress: packets.Progress | None = None
+) -> None:
+    """RPUSH the packets onto ``key`` (a staging key: see ``lua/create_activity.lua``), in
+    chunks, a few chunks per round trip. The key expires unless it is published."""
+    total = len(packets)
+    step = PUSH_CHUNK * PIPELINE_CHUNKS
+    if progress is not None:
+        progress(0, total)
+    for start in range(0, total, step):
+        pipe = client.pipeline(transaction=False)
+        end = min(start + step, total)
+        for chunk in range(start, end, PUSH_CHUNK):
+            pipe.rpush(key, *packets[chunk : min(chunk + PUSH_CHUNK, end)])
+        pipe.pexpire(key, STAGING_TTL_MS)
+        pipe.execute()
+        if progress is not None:
+            progress(end, total)
+
+
+class ActivityStore:
+    """Activities as Redis holds them (the meta hash is the stock's home too)."""
+
+    def __init__(self, client: redis.Redis, keys: KeySpace, scripts: Scripts) -> None:
+        self.client = client
+        self.keys = keys
+        self.scripts = scripts
+
+    def create(self, activity: Activity, progress: packets.Progress | None = None) -> bool:
+        """Warm a new activity into Redis; False if Redis already holds one with this id.
+
+        Packets are split and pushed first (``progress(done, total)`` follows the push), the
+        meta hash last: until it exists nobody can grab from a half-filled list."""
+        if activity.kind != PACKETS:
+            return bool(
+                self.scripts.create_activity(
+                    keys=[self.keys.meta(activity.id)], args=activity.redis_fields(now_ms())
+                )
+            )
+        assert activity.amount is not None and activity.total is not None
+        assert activity.seed is not None
+        split = packets.split(activity.amount, activity.total, activity.seed)
+        return self.publish_packets(activity, split, activity.redis_fields(now_ms()), progress)
+
+    def publish_packets(
+        self, activity: Activity, unclaimed: list[int], fields: list[str | int],
+        progress: packets.Progress | None = None,
+    ) -> bool:
+        """Push ``unclaimed`` to a staging list, then rename it into place and write the meta
+        hash in one script (``lua/create_activity.lua``). False if the meta already exists."""
+        # A push cut short leaves the staging list to expire (STAGING_TTL_MS), never in use.
+        staging = self.keys.packets_staging(activity.id, secrets.token_hex(8))
+        push(self.client, staging, unclaimed, progress)
+        created = int(self.scripts.create_activity(
+            keys=[self.keys.meta(activity.id), staging, self.keys.packets(activity.id)],
+            args=fields,
+        ))
+        if created < 0:
+            raise errors.SeckillError(
+                "the packets list was incomplete when it was to be published (a push cut short "
+                "or expired); nothing was created", activity=activity.id)
+        return created == 1
+
+    def exists(self, aid: str) -> bool:
+        return bool(self.client.exists(self.keys.meta(aid)))
+
+    def load(self, aid: str) -> Activity | None:
+        fields = self.client.hgetall(self.keys.meta(aid))
+        if not fields:
+            return None
+        return Activity.from_redis(aid, fields)  # type: ignore[arg-type]

@@ -1,0 +1,77 @@
+"""Redis key names. Every key of one activity shares the hash tag ``{<aid>}`` (Redis Cluster)."""
+
+from __future__ import annotations
+
+CONFIRMED_SUFFIX = "|c"
+
+
+def split_buyer_entry(value: str) -> tuple[str, bool]:
+    """A buyers-hash value is the order id, suffixed once the order is in the database."""
+    if value.endswith(CONFIRMED_SUFFIX):
+        return value[: -len(CONFIRMED_SUFFIX)], True
+    return value, False
+
+
+class KeySpace:
+    """Key names. Every key of one activity shares the hash tag ``{<aid>}`` (Redis Cluster)."""
+
+    __slots__ = ("prefix",)
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    def meta(self, aid: str) -> str:
+        return f"{self.prefix}:{{{aid}}}:meta"
+
+    def buyers(self, aid: str) -> str:
+        return f"{self.prefix}:{{{aid}}}:buyers"
+
+    def orders(self, aid: str) -> str:
+        return f"{self.prefix}:{{{aid}}}:orders"
+
+    def cancelled(self, aid: str) -> str:
+        return f"{self.prefix}:{{{aid}}}:cancelled"
+
+    def packets(self, aid: str) -> str:
+        """List: the unclaimed red-envelope packets (amounts in cents), grabbed from the left."""
+        return f"{self.prefix}:{{{aid}}}:packets"
+
+    def packets_staging(self, aid: str, token: str) -> str:
+        """Where packets are pushed before ``create_activity.lua`` renames them into place."""
+        return f"{self.prefix}:{{{aid}}}:packets-staging:{token}"
+
+    def amounts(self, aid: str) -> str:
+        """Hash: user id -> the amount of their live grab (packets activities)."""
+        return f"{self.prefix}:{{{aid}}}:amounts"
+
+    def dead_letters(self, aid: str) -> str:
+        return f"{self.prefix}:{{{aid}}}:dead"
+
+    def rebuild_lock(self, aid: str) -> str:
+        return f"{self.prefix}:{{{aid}}}:rebuild-lock"
+
+    def activity_keys(self, aid: str) -> list[str]:
+        return [self.meta(aid), self.buyers(aid), self.orders(aid)]
+
+    def purchase_rate(self, aid: str, uid: str, window_ms: int) -> str:
+        """A user's purchase counter for one fixed window (lua/include/rate_limit.lua)."""
+        return f"{self.prefix}:{{{aid}}}:rate:{uid}:{window_ms}"
+
+    def grab_keys(self, aid: str) -> list[str]:
+        """The KEYS of ``lua/grab.lua``."""
+        return [*self.activity_keys(aid), self.packets(aid), self.amounts(aid)]
+
+    def cancel_keys(self, aid: str) -> list[str]:
+        """The KEYS of ``lua/cancel.lua``."""
+        return [self.meta(aid), self.buyers(aid), self.cancelled(aid), self.orders(aid),
+                self.packets(aid), self.amounts(aid)]
+
+    def stock_returned_channel(self) -> str:
+        """Pub/sub: an activity id is published here when units come back (cancel, restock),
+        so that every process drops its sold-out flag for it."""
+        return f"{self.prefix}:stock-returned"
+
+    def user_rate(self, uid: str, endpoint: str, window_ms: int) -> str:
+        """A user's request counter on one endpoint for one fixed window (lua/rate_limit.lua);
+        a user's counters share the hash tag ``{<user>}``, so one script can touch them all."""
+        return f"{self.prefix}:rl:{{{uid}}}:{endpoint}:{window_ms}"
