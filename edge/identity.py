@@ -16,6 +16,7 @@ ALGORITHMS = ["HS256"]  # pinned: "none", RS256-with-a-public-key-as-secret etc.
 
 
 def bearer(header: str | None) -> str:
+    """The token of an ``Authorization: Bearer <token>`` header, or Unauthenticated."""
     if not header:
         raise errors.Unauthenticated("missing Authorization: Bearer header")
     scheme, _, token = header.partition(" ")
@@ -61,32 +62,39 @@ def mint_user_token(uid: str, secret: str, ttl: int = 3600, now: int | None = No
 
 
 class Identity:
-    """Who is calling. A user's verified token is remembered (token -> user, expiry) so the
-    same token is not verified twice: a buyer sends it for the URL and again for the purchase,
-    and PyJWT's decode is the most expensive step of the edge (see the README)."""
+    """Who is calling: a user's JWT or the operator token.
+
+    A user's verified token is remembered (token -> user, expiry) so the same token is not
+    verified twice: a buyer sends it for the URL and again for the purchase, and PyJWT's
+    decode is the most expensive step of the edge."""
 
     MAX_REMEMBERED = 20_000  # ~7 MB; a buyer sends the same token twice within seconds
 
-    def __init__(self) -> None:
+    def __init__(self, jwt_secret: str, admin_token: str, leeway: int) -> None:
+        self.jwt_secret = jwt_secret
+        self.admin_token = admin_token.encode()
+        self.leeway = leeway
         self._verified: dict[str, tuple[str, int]] = {}
 
     def init_app(self, app: Flask) -> None:
+        """Add the identity check to the edge chain."""
         app.extensions["edge.identity"] = self
         Edge.of(app).add({USER, ADMIN}, self.check)
 
     def check(self, passage: Passage) -> None:
-        settings = passage.services.settings
+        """Set the user of a user route; refuse a wrong operator token on an operator route."""
         token = bearer(passage.authorization)
         if USER in passage.wanted:
-            passage.uid = self.user(token, settings.jwt_secret, settings.clock_skew)
-        elif not hmac.compare_digest(token.encode(), settings.admin_token.encode()):
+            passage.uid = self.user(token)
+        elif not hmac.compare_digest(token.encode(), self.admin_token):
             raise errors.Unauthenticated("wrong operator token")
 
-    def user(self, token: str, secret: str, leeway: int) -> str:
+    def user(self, token: str) -> str:
+        """The user a token names, verified once per token while it is remembered."""
         known = self._verified.get(token)
-        if known is not None and time.time() <= known[1] + leeway:
+        if known is not None and time.time() <= known[1] + self.leeway:
             return known[0]
-        uid, expires = verify_user_jwt(token, secret, leeway)
+        uid, expires = verify_user_jwt(token, self.jwt_secret, self.leeway)
         if len(self._verified) >= self.MAX_REMEMBERED:
             self._verified.clear()  # bounded; the next requests simply verify again
         self._verified[token] = (uid, expires)

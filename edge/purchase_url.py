@@ -1,4 +1,4 @@
-"""Hidden purchase URLs: ``/seckill/<aid>/<token>/buy``, the token an HMAC-SHA256 tag.
+"""Signed purchase URLs: ``/seckill/<aid>/<token>/buy``, the token an HMAC-SHA256 tag.
 
 The tag covers a canonical message, ``seckill-url|v1|<aid>|<uid>|<expires_at>``. The
 delimiter ``|`` can occur in neither id (see the id patterns in the contract), so no two
@@ -7,13 +7,8 @@ different (activity, user, expiry) triples share a message. The token is
 key rotation cheap (``SECKILL_SECRET_KEY=new,old``: the first signs, all verify). Verifying
 needs no Redis.
 
-Why ``hmac`` and not itsdangerous (``python -m bench.signing``, ``bench/results/signing.md``):
-speed hardly decides it. A verify costs ~3 µs here, itsdangerous's ``Signer`` over the same
-message ~1.4x that, its ``URLSafeTimedSerializer`` ~4x; all are small next to the ~35-50 µs
-PyJWT decode every user request pays. What decides it: the key id makes rotation free
-(itsdangerous tries each key in turn, ~2x for a token signed by the older of two keys, and a
-forged token costs one HMAC per key), the token carries no payload (the serializer would put
-the user id in the URL), and the message format is ours to keep canonical.
+Why ``hmac`` and not itsdangerous: the key id makes rotation free and the token carries no
+payload (``bench/results/signing.md`` has the comparison and its figures).
 """
 
 from __future__ import annotations
@@ -41,6 +36,8 @@ def _b64(raw: bytes) -> str:
 
 
 class PurchaseUrlSigner:
+    """Signs and verifies purchase-URL tokens with rotating keys (the first key signs)."""
+
     def __init__(self, keys: Sequence[str], ttl: int, skew: int = 5) -> None:
         if not keys:
             raise ValueError("at least one signing key is needed")
@@ -57,6 +54,7 @@ class PurchaseUrlSigner:
         return _b64(hmac.new(key, message, hashlib.sha256).digest())
 
     def sign(self, aid: str, uid: str, now: float | None = None) -> tuple[str, int]:
+        """A token for this user and activity, and its expiry (epoch seconds)."""
         expires_at = int(time.time() if now is None else now) + self.ttl
         tag = self._tag(self._signing, aid, uid, expires_at)
         return f"{expires_at}.{self._signing_id}.{tag}", expires_at
@@ -82,12 +80,17 @@ class PurchaseUrlSigner:
 
 
 class PurchaseUrls:
+    """The signed-URL filter: the token in the path must be this user's, for this activity."""
+
+    def __init__(self, signer: PurchaseUrlSigner) -> None:
+        self.signer = signer
+
     def init_app(self, app: Flask) -> None:
+        """Add the signed-URL check to the edge chain."""
         app.extensions["edge.purchase_urls"] = self
         Edge.of(app).add({PURCHASE_URL}, self.check)
 
-    @staticmethod
-    def check(passage: Passage) -> None:
-        signer: PurchaseUrlSigner = passage.services.signer
+    def check(self, passage: Passage) -> None:
+        """Refuse a forged, expired or someone else's token with 403 bad_signature."""
         token = passage.view_args.get("token", "")
-        signer.verify(str(token), passage.activity_id(), passage.require_uid())
+        self.signer.verify(str(token), passage.activity_id(), passage.require_uid())

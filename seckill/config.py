@@ -53,15 +53,18 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-def _rate(env: Mapping[str, str], name: str, default: str) -> str:
+Rate = tuple[int, int]  # (requests, window in milliseconds): one fixed window
+
+
+def _rates(env: Mapping[str, str], name: str, default: str) -> tuple[str, tuple[Rate, ...]]:
     """Rates in the limits/flask-limiter syntax (``5/second``, or ``5/second;100/minute``),
-    checked at start-up: a typo must stop the gateway, not switch the limit off."""
+    parsed once, here, at start-up: a typo must stop the gateway, not switch the limit off."""
     raw = env.get(name) or default
     try:
-        parse_many(raw)
+        parsed = parse_many(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a rate like '5/second', got {raw!r}") from None
-    return raw
+    return raw, tuple((item.amount, item.get_expiry() * 1000) for item in parsed)
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -94,7 +97,12 @@ class Settings:
     jwt_secret: str
     admin_token: str
     url_ttl: int
+    # SECKILL_USER_RATE as written, and parsed: the hot routes' per-user limit.
     user_rate: str
+    user_rates: tuple[Rate, ...]
+    # flask-limiter's limits of the cold routes (order status; operator calls).
+    status_rate: str
+    admin_rate: str
     key_prefix: str
     meta_ttl: float
     sold_out_ttl: float
@@ -105,6 +113,10 @@ class Settings:
     instance: str
     durability: str = "local"
     durability_timeout_ms: int = 1500
+    # The orders worker (``seckill worker``).
+    worker_batch: int = 500
+    worker_block_ms: int = 500
+    worker_claim_idle_ms: int = 30_000
     generated: tuple[str, ...] = ()
 
     @property
@@ -143,6 +155,7 @@ class Settings:
                 raise ConfigError(f"{name} must be at least {MIN_KEY_BYTES} bytes (HS256 key)")
 
         default_db = f"sqlite:///{data_dir / 'seckill.db'}"
+        user_rate, user_rates = _rates(env, "SECKILL_USER_RATE", "5/second")
         settings = cls(
             env=mode,
             redis_url=env.get("REDIS_URL") or "redis://127.0.0.1:6379/0",
@@ -152,7 +165,10 @@ class Settings:
             jwt_secret=found["SECKILL_JWT_SECRET"],
             admin_token=found["SECKILL_ADMIN_TOKEN"],
             url_ttl=_int(env, "SECKILL_URL_TTL", 60, minimum=1),
-            user_rate=_rate(env, "SECKILL_USER_RATE", "5/second"),
+            user_rate=user_rate,
+            user_rates=user_rates,
+            status_rate=_rates(env, "SECKILL_STATUS_RATE", "10/second")[0],
+            admin_rate=_rates(env, "SECKILL_ADMIN_RATE", "100/second")[0],
             key_prefix=env.get("SECKILL_KEY_PREFIX") or "seckill",
             meta_ttl=_float(env, "SECKILL_META_TTL", 1.0),
             sold_out_ttl=_float(env, "SECKILL_SOLD_OUT_TTL", 2.0),
@@ -163,16 +179,14 @@ class Settings:
             instance=env.get("SECKILL_INSTANCE") or f"{os.uname().nodename}:{os.getpid()}",
             durability=_choice(env, "SECKILL_DURABILITY", "local", ("none", "local", "replica")),
             durability_timeout_ms=_int(env, "SECKILL_DURABILITY_TIMEOUT_MS", 1500, minimum=1),
+            worker_batch=_int(env, "SECKILL_WORKER_BATCH", 500, minimum=1),
+            worker_block_ms=_int(env, "SECKILL_WORKER_BLOCK_MS", 500, minimum=1),
+            worker_claim_idle_ms=_int(env, "SECKILL_WORKER_CLAIM_IDLE_MS", 30_000, minimum=1),
             generated=tuple(generated),
         )
         if overrides:
             settings = dataclasses.replace(settings, **overrides)
         return settings
-
-    @property
-    def purchase_rates(self) -> list[tuple[int, int]]:
-        """``SECKILL_USER_RATE`` as (limit, window in ms) pairs, for the purchase script."""
-        return [(item.amount, item.get_expiry() * 1000) for item in parse_many(self.user_rate)]
 
     @property
     def socket_timeout(self) -> float:

@@ -31,7 +31,8 @@ from seckill.sql import engine as db
 from seckill.sql.book import OrderBook
 from seckill.store.keys import KeySpace
 from seckill.store.scripts import Scripts
-from seckill.worker.orders import GROUP, OrdersWorker, StopFlag
+from seckill.worker.orders import GROUP, OrdersWorker
+from seckill.worker.stop import StopFlag
 from tests.servers import REPO_ROOT, stop_process
 
 
@@ -203,7 +204,7 @@ def stop_worker_process(process: subprocess.Popen[bytes]) -> int | None:
 @contextlib.contextmanager
 def built_worker(settings: Any, **options: Any) -> Iterator[OrdersWorker]:
     """``build_worker(settings, **options)``, its connections closed afterwards."""
-    from seckill.worker.orders import build_worker
+    from seckill.worker.run import build_worker
 
     worker = build_worker(settings, **options)
     try:

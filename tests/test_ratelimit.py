@@ -12,6 +12,7 @@ from prometheus_client import REGISTRY
 
 import edge
 from edge.identity import mint_user_token
+from seckill.web import hot
 from tests.conftest import JWT_SECRET, create_activity, expect, user_headers
 
 
@@ -82,18 +83,23 @@ def test_the_purchase_is_limited_too(limited, rds, prefix):
     expect(client.post(bob_url, headers=bob), 200)
 
 
-def test_limited_views_all_authenticate_first(app):
-    """A per-user limit needs its user: every view that asks for the rate filter also asks
-    for identity. The edge limits URL issuance; the purchase is limited inside its script."""
+def test_limited_routes_all_authenticate_first(app):
+    """A per-user limit needs its user: every route that asks for the rate filter (a Flask
+    view or a hot route) also asks for identity. The edge limits URL issuance; the purchase
+    is limited inside its script."""
+    routes: dict[str, frozenset[str]] = {endpoint: getattr(view, "edge_filters", frozenset())
+              for endpoint, view in app.view_functions.items()}
+    routes.update({route.endpoint: route.wanted for route in (hot.BUY, hot.URL)})
     limited = set()
-    for endpoint, view in app.view_functions.items():
-        wanted: frozenset[str] = getattr(view, "edge_filters", frozenset())
+    for endpoint, wanted in routes.items():
         if edge.RATE in wanted:
             limited.add(endpoint)
             assert edge.USER in wanted, endpoint
     assert limited == {"user.purchase_url"}
     with pytest.raises(ValueError, match="needs the user filter"):
         edge.filters(edge.RATE)
+    with pytest.raises(ValueError, match="needs the user filter"):
+        edge.Route("user.something", edge.RATE)
 
 
 def failures() -> float:
@@ -159,7 +165,7 @@ def test_the_purchase_limit_is_counted_in_the_purchase_round_trip(limited, rds, 
     expect(client.post(url, headers=headers), 200)
     after = {k: v["calls"] for k, v in rds.info("commandstats").items()}
     assert after["cmdstat_evalsha"] - before["cmdstat_evalsha"] == 1
-    counter = f"{prefix}:{{{aid}}}:rate:carol:60000"
+    counter = f"{prefix}:{{{aid}}}:rate:purchase:carol:60000"
     assert rds.get(counter) == "1"
     assert 0 < rds.pttl(counter) <= 60000
     for _ in range(2):
@@ -180,8 +186,8 @@ def test_url_requests_are_counted_in_one_round_trip_for_all_rates(make_app, rds,
     before = rds.info("commandstats")["cmdstat_evalsha"]["calls"]
     expect(client.get(f"/seckill/url?activity={aid}", headers=headers), 200)
     assert rds.info("commandstats")["cmdstat_evalsha"]["calls"] - before == 1
-    minute = f"{prefix}:rl:{{dora}}:user.purchase_url:60000"
-    second = f"{prefix}:rl:{{dora}}:user.purchase_url:1000"
+    minute = f"{prefix}:{{dora}}:rate:user.purchase_url:dora:60000"
+    second = f"{prefix}:{{dora}}:rate:user.purchase_url:dora:1000"
     assert (rds.get(minute), rds.get(second)) == ("1", "1")
     assert 59_000 < rds.pttl(minute) <= 60_000
     rds.script_flush()

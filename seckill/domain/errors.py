@@ -6,10 +6,13 @@ in exactly one place, ``edge.errors``. Nothing here knows about Flask.
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 
 class SeckillError(Exception):
+    """Any outcome other than success; as such, an unexpected failure (500 internal)."""
+
     status: ClassVar[int] = 500
     code: ClassVar[str] = "internal"
     default_message: ClassVar[str] = "unexpected failure"
@@ -20,103 +23,145 @@ class SeckillError(Exception):
         super().__init__(self.message)
 
     def body(self) -> dict[str, Any]:
+        """The contract's JSON error body."""
         return {"error": self.code, "message": self.message, **self.extra}
 
     def headers(self) -> dict[str, str]:
+        """Extra response headers this outcome carries."""
         return {}
 
 
 class BadRequest(SeckillError):
+    """400: the request's body, query or path is malformed."""
+
     status = 400
     code = "bad_request"
     default_message = "the request is malformed"
 
 
 class Unauthenticated(SeckillError):
+    """401: no valid user token or operator token."""
+
     status = 401
     code = "unauthenticated"
     default_message = "a valid bearer token is required"
 
 
 class BadSignature(SeckillError):
+    """403: the purchase URL is forged, expired, or someone else's."""
+
     status = 403
     code = "bad_signature"
     default_message = "this purchase URL is not valid for you, this activity, or any more"
 
 
 class NotStarted(SeckillError):
+    """403: the sale window has not opened yet."""
+
     status = 403
     code = "not_started"
     default_message = "the sale has not started yet"
 
 
 class UnknownActivity(SeckillError):
+    """404: no such activity."""
+
     status = 404
     code = "unknown_activity"
     default_message = "no such activity"
 
 
 class NotFound(SeckillError):
+    """404: no such route."""
+
     status = 404
     code = "not_found"
     default_message = "no such resource"
 
 
 class UnknownOrder(SeckillError):
+    """404: no such order."""
+
     status = 404
     code = "unknown_order"
     default_message = "no such order"
 
 
 class MethodNotAllowed(SeckillError):
+    """405: the route exists, not with this method."""
+
     status = 405
     code = "method_not_allowed"
     default_message = "this method is not allowed here"
 
+    def __init__(self, allowed: tuple[str, ...] = (), message: str | None = None) -> None:
+        super().__init__(message)
+        self.allowed = allowed
+
+    def headers(self) -> dict[str, str]:
+        """The ``Allow`` header: the methods the route answers."""
+        return {"Allow": ", ".join(self.allowed)} if self.allowed else {}
+
 
 class AlreadyPurchased(SeckillError):
+    """409: this user already bought in this activity (carries the order id)."""
+
     status = 409
     code = "already_purchased"
     default_message = "you have already bought in this activity"
 
 
 class InsufficientStock(SeckillError):
+    """409: fewer units remain than asked for."""
+
     status = 409
     code = "insufficient_stock"
     default_message = "fewer units remain than asked for"
 
 
 class ActivityExists(SeckillError):
+    """409: an activity with this id exists."""
+
     status = 409
     code = "activity_exists"
     default_message = "an activity with this id already exists"
 
 
 class AlreadyCancelled(SeckillError):
+    """409: the order is already cancelled."""
+
     status = 409
     code = "already_cancelled"
     default_message = "this order is already cancelled"
 
 
 class SoldOut(SeckillError):
+    """410: nothing is left."""
+
     status = 410
     code = "sold_out"
     default_message = "sold out"
 
 
 class Ended(SeckillError):
+    """410: the sale window has closed."""
+
     status = 410
     code = "ended"
     default_message = "the sale has ended"
 
 
 class TooLarge(SeckillError):
+    """413: the body is over 4 KiB."""
+
     status = 413
     code = "too_large"
     default_message = "the request body is larger than 4 KiB"
 
 
 class RateLimited(SeckillError):
+    """429: over the per-user rate; carries Retry-After."""
+
     status = 429
     code = "rate_limited"
     default_message = "too many requests, slow down"
@@ -125,7 +170,13 @@ class RateLimited(SeckillError):
         super().__init__(message, retry_after=retry_after)
         self.retry_after = retry_after
 
+    @classmethod
+    def after_ms(cls, wait_ms: float) -> RateLimited:
+        """Refused for ``wait_ms`` more milliseconds: ``Retry-After`` in whole seconds, >= 1."""
+        return cls(retry_after=max(1, math.ceil(wait_ms / 1000)))
+
     def headers(self) -> dict[str, str]:
+        """The ``Retry-After`` header, next to the body's ``retry_after``."""
         return {"Retry-After": str(self.retry_after)}
 
 

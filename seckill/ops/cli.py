@@ -83,9 +83,9 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from seckill.worker import orders as worker
+    from seckill.worker import run
 
-    return worker.main(Settings.from_env())
+    return run.main(Settings.from_env())
 
 
 # -- seckill nginx render --------------------------------------------------------------

@@ -197,10 +197,9 @@ def run(args: argparse.Namespace) -> int:
     from seckill.ops.supervisor import Stopping, Supervisor, SupervisorError, redis_ready
 
     environ = dict(os.environ)
-    settings = Settings.from_env(environ)  # no production secret missing, all values valid
-    from seckill.worker.orders import options_from_env
-
-    options_from_env(environ)  # the worker's own settings: refused here, not in a crash loop
+    # No production secret missing, every value valid (the worker's options too): refused
+    # here, not in a crash loop of a child.
+    settings = Settings.from_env(environ)
     root = project_root()
     nginx_bin = None if args.no_nginx else nginx_binary()
     _check_port_free(args.host, args.port)

@@ -53,10 +53,6 @@ class KeySpace:
     def activity_keys(self, aid: str) -> list[str]:
         return [self.meta(aid), self.buyers(aid), self.orders(aid)]
 
-    def purchase_rate(self, aid: str, uid: str, window_ms: int) -> str:
-        """A user's purchase counter for one fixed window (lua/include/rate_limit.lua)."""
-        return f"{self.prefix}:{{{aid}}}:rate:{uid}:{window_ms}"
-
     def grab_keys(self, aid: str) -> list[str]:
         """The KEYS of ``lua/grab.lua``."""
         return [*self.activity_keys(aid), self.packets(aid), self.amounts(aid)]
@@ -71,7 +67,8 @@ class KeySpace:
         so that every process drops its sold-out flag for it."""
         return f"{self.prefix}:stock-returned"
 
-    def user_rate(self, uid: str, endpoint: str, window_ms: int) -> str:
-        """A user's request counter on one endpoint for one fixed window (lua/rate_limit.lua);
-        a user's counters share the hash tag ``{<user>}``, so one script can touch them all."""
-        return f"{self.prefix}:rl:{{{uid}}}:{endpoint}:{window_ms}"
+    def rate(self, tag: str, endpoint: str, uid: str, window_ms: int) -> str:
+        """A user's request counter on one endpoint for one fixed window. ``tag`` is the hash
+        tag the counter lives under: the activity's for a purchase (its script counts it),
+        the user's for the other hot routes (one script counts all of a user's rates)."""
+        return f"{self.prefix}:{{{tag}}}:rate:{endpoint}:{uid}:{window_ms}"

@@ -131,17 +131,18 @@ class SoldOutBoard:
         return self._recheck(aid, flag)
 
     def is_flagged(self, aid: str) -> bool:
+        """Whether this process holds a (trusted) sold-out flag for the activity."""
         return self._flag(aid) is not None
 
-    def reject(self, aid: str, uid: str) -> None:
-        """Raise the answer for a purchase of a flagged activity; return if not decidable here."""
+    def refusal(self, aid: str, uid: str) -> errors.SeckillError | None:
+        """The answer to a purchase of a flagged activity, or None if not decidable here."""
         flag = self._flag(aid)
         if flag is None or flag.winners is None:
-            return
+            return None
         won = flag.winners.get(uid)
         if won is not None:
-            raise errors.AlreadyPurchased(**won)
-        raise errors.SoldOut()
+            return errors.AlreadyPurchased(**won)
+        return errors.SoldOut()
 
     def _recheck(self, aid: str, flag: _Flag) -> _Flag | None:
         """The fallback while the background check is not working: one request a second reads

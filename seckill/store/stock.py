@@ -12,7 +12,6 @@ nothing.)
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -81,7 +80,7 @@ class StockService:
         (``lua/grab.lua``). ``kind`` is what the caller's copy of the activity says; each script
         checks it, and a copy that was wrong costs one more round trip, never a wrong sale."""
         args: list[Any] = [uid, quantity, aid]
-        rate_keys = [self.keys.purchase_rate(aid, uid, window) for _, window in self.rates]
+        rate_keys = [self.keys.rate(aid, "purchase", uid, window) for _, window in self.rates]
         rate_args = [n for rate in self.rates for n in rate]
         restored = False
         reply: Any = None
@@ -263,7 +262,7 @@ def _outcome(reply: list[Any], quantity: int) -> Purchase:
     if kind == "sold_out":
         raise errors.SoldOut()
     if kind == "rate_limited":
-        raise errors.RateLimited(retry_after=max(1, math.ceil(int(reply[1]) / 1000)))
+        raise errors.RateLimited.after_ms(int(reply[1]))
     if kind == "insufficient_stock":
         raise errors.InsufficientStock(remaining=int(reply[1]))
     if kind == "not_started":

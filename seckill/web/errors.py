@@ -1,4 +1,4 @@
-"""Every error is JSON: the one place where outcomes become response bodies."""
+"""Every error is JSON: the one place where outcomes and failures become response bodies."""
 
 from __future__ import annotations
 
@@ -9,54 +9,32 @@ from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
 from seckill.domain import errors
+from seckill.web.body import MAX_BODY, declared_length
 from seckill.web.jsonio import json_response
 
 log = logging.getLogger("seckill")
 
-MAX_BODY = 4096
-
-_HTTP_CODES = {
-    400: errors.BadRequest,
+_HTTP_CODES: dict[int, type[errors.SeckillError]] = {
     401: errors.Unauthenticated,
     404: errors.NotFound,
-    405: errors.MethodNotAllowed,
     413: errors.TooLarge,
 }
 
 
-def error_response(exc: errors.SeckillError) -> Response:
-    g.outcome = exc.code
-    response = json_response(exc.body(), exc.status)
-    for name, value in exc.headers().items():
-        response.headers[name] = value
-    return response
-
-
-def _domain(exc: errors.SeckillError) -> Response:
-    return error_response(exc)
-
-
-def _http(exc: HTTPException) -> Response:
-    status = exc.code or 500
-    kind = _HTTP_CODES.get(status)
-    if kind is errors.BadRequest:
-        response = error_response(errors.BadRequest(str(exc.description or "")))
-    elif kind is not None:
-        response = error_response(kind())
-    else:
-        code = exc.name.lower().replace(" ", "_")
-        g.outcome = code
-        response = json_response({"error": code, "message": exc.description}, status)
-    valid_methods = getattr(exc, "valid_methods", None)
-    if status == 405 and valid_methods:
-        response.headers["Allow"] = ", ".join(valid_methods)
-    return response
-
-
-def as_domain_error(exc: Exception, method: str, path: str) -> errors.SeckillError:
-    """What any failure means to the client, logged once here (also used by seckill.lane)."""
+def as_domain_error(exc: BaseException, method: str, path: str) -> errors.SeckillError:
+    """What any failure means to the client, logged once here (Flask's views and the hot
+    routes alike)."""
     if isinstance(exc, errors.SeckillError):
         return exc
+    if isinstance(exc, HTTPException):
+        status = exc.code or 500
+        if status == 400:
+            return errors.BadRequest(str(exc.description or ""))
+        if status == 405:
+            return errors.MethodNotAllowed(tuple(getattr(exc, "valid_methods", None) or ()))
+        if status in _HTTP_CODES:
+            return _HTTP_CODES[status]()
+        return _OtherHttp(exc)
     if isinstance(exc, redis.RedisError):
         # Fail closed: whatever needed Redis (the sale window, a purchase, an order lookup)
         # cannot be decided; the contract's answer is 503 unavailable, not 500.
@@ -66,8 +44,29 @@ def as_domain_error(exc: Exception, method: str, path: str) -> errors.SeckillErr
     return errors.SeckillError()
 
 
-def _failure(exc: Exception) -> Response:
-    """Redis unreachable (503) or anything unexpected (500): ``as_domain_error`` decides."""
+class _OtherHttp(errors.SeckillError):
+    """An HTTP error werkzeug raised that the contract has no code of its own for."""
+
+    def __init__(self, exc: HTTPException) -> None:
+        super().__init__(str(exc.description or ""))
+        self.status = exc.code or 500  # type: ignore[misc]
+        self.code = exc.name.lower().replace(" ", "_")  # type: ignore[misc]
+
+
+def error_response(exc: errors.SeckillError) -> Response:
+    """The JSON response of an outcome, with its headers; sets the request's outcome."""
+    g.outcome = exc.code
+    response = json_response(exc.body(), exc.status)
+    for name, value in exc.headers().items():
+        response.headers[name] = value
+    return response
+
+
+def _guard_body() -> None:
+    declared_length(request.environ)
+
+
+def _handle(exc: Exception) -> Response:
     return error_response(as_domain_error(exc, request.method, request.path))
 
 
@@ -75,18 +74,11 @@ class JsonErrors:
     """Registers the error handlers and the body-size guard (the first check of all)."""
 
     def init_app(self, app: Flask) -> None:
-        app.extensions["edge.json_errors"] = self
-        app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
+        """Every exception a view raises answers JSON; a body over 4 KiB is refused first."""
+        app.extensions["seckill.json_errors"] = self
         # Flask's automatic OPTIONS answers 200 with an empty text/html body; the API has no
         # OPTIONS, so it gets the contract's JSON 405. Must be set before routes are added.
         app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
-        app.before_request(self._guard_body)
-        app.register_error_handler(errors.SeckillError, _domain)
-        app.register_error_handler(HTTPException, _http)
-        app.register_error_handler(Exception, _failure)
-
-    @staticmethod
-    def _guard_body() -> None:
-        length = request.content_length
-        if length is not None and length > MAX_BODY:
-            raise errors.TooLarge()
+        app.config["MAX_CONTENT_LENGTH"] = MAX_BODY  # werkzeug's own parsers, if ever used
+        app.before_request(_guard_body)
+        app.register_error_handler(Exception, _handle)

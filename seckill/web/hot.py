@@ -1,26 +1,12 @@
-"""The purchase lane: the sale's two hot routes answered straight from WSGI.
+"""The sale's two hot routes, answered straight from WSGI: the only code that answers them.
 
-In a flash sale two routes carry nearly all the traffic: ``GET /seckill/url`` (every buyer's
-signed URL) and ``POST /seckill/<aid>/<token>/buy`` (the purchases, and the flood of late
-buyers turned away by the sold-out flag). Flask's per-request machinery (request and app
-contexts, URL matching, the request and response objects, hooks, error handlers) costs more
-CPU per request than the edge's own checks (~50 µs in-process for a bare endpoint, measured
-with ``python -m bench.profile``; see the README's Performance section). So this middleware,
-in front of the Flask app, answers those routes itself with the **same** parts the Flask path
-uses:
-
-* the edge filters the Flask views are marked with (``edge.filters`` on ``user.purchase`` and
-  ``user.purchase_url``), run by :meth:`edge.Edge.run` on a :class:`edge.Passage` built from
-  the WSGI environ;
-* :func:`seckill.api.buy` and :func:`seckill.api.issue_url`, what the views call;
-* the error mapping (:func:`edge.errors.as_domain_error`, each ``errors`` exception's body and
-  headers), the outcome and instance headers and the metrics of ``create_app``'s
-  ``after_request``.
-
-Anything out of the ordinary goes to Flask untouched, before this lane has read or changed
-anything: another method or path, a path Flask would not match the same way, a query string
-that needs decoding, a chunked body or a Content-Length that is not a plain number.
-``tests/test_lane.py`` sends the same requests to both and compares status, headers and body.
+``GET /seckill/url`` (every buyer's signed URL) and ``POST /seckill/<aid>/<token>/buy`` (the
+purchases, and the flood turned away by the sold-out flag) carry nearly all of a sale's
+traffic. Flask's per-request machinery (contexts, URL matching, request and response objects,
+hooks) costs more CPU than the edge's own checks, so this middleware in front of Flask answers
+every request to these two paths itself: the usual ones on a short path, the unusual ones
+(chunked bodies, queries that need decoding, other methods) through werkzeug's own helpers,
+so they get Flask's answers. Any other path goes to Flask untouched.
 """
 
 from __future__ import annotations
@@ -31,82 +17,84 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
-from flask import Flask
 from werkzeug.http import HTTP_STATUS_CODES
+from werkzeug.wrappers import Request
 
-from edge import Edge, Passage
-from seckill import metrics
+from edge import IN_STOCK, PURCHASE_URL, RATE, SOLD_OUT, USER, WINDOW, Edge, Passage, Route
+from edge.purchase_url import PurchaseUrlSigner
 from seckill.domain import errors
-from seckill.web.errors import MAX_BODY, as_domain_error
-from seckill.web.routes import buy, issue_url
+from seckill.store.sale import SaleState
+from seckill.web.body import WSGIEnviron, declared_length, json_body, parse_quantity, read_body
+from seckill.web.errors import as_domain_error
+from seckill.web.finish import PURCHASE, Finish
 
-PURCHASE = "user.purchase"
-PURCHASE_URL = "user.purchase_url"
 StartResponse = Callable[..., Any]
-WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+WSGIApp = Callable[[WSGIEnviron, StartResponse], Iterable[bytes]]
 
-# Werkzeug's status lines ("410 GONE"), so both paths write the same bytes.
+BUY = Route(PURCHASE, USER, WINDOW, SOLD_OUT, PURCHASE_URL)
+URL = Route("user.purchase_url", USER, WINDOW, IN_STOCK, RATE)
+_ALLOWED = {BUY.endpoint: ("POST",), URL.endpoint: ("GET", "HEAD")}
+
+# Werkzeug's status lines ("410 GONE"): the same bytes Flask writes.
 _STATUS = {code: f"{code} {text.upper()}" for code, text in HTTP_STATUS_CODES.items()}
-# A query the lane reads as Flask would without decoding anything: activity=<plain id>.
+# A query read without decoding anything: activity=<plain id>.
 _PLAIN_QUERY = re.compile(r"activity=[A-Za-z0-9_-]{1,64}")
 
 
-class PurchaseLane:
-    def __init__(self, app: Flask, flask_app: WSGIApp) -> None:
-        self.flask_app = flask_app
-        self.services = app.extensions["seckill"]
-        self.instance: str = self.services.settings.instance
-        chain = Edge.of(app)
-        self.plans = {endpoint: chain.plan(app, endpoint) for endpoint in (PURCHASE, PURCHASE_URL)}
+def _decoded(segment: str) -> str:
+    # PATH_INFO is latin-1 by WSGI's rule; the URL's bytes are UTF-8 (as werkzeug reads them).
+    return segment.encode("latin-1").decode(errors="replace")
 
-    def __call__(self, environ: dict[str, Any], start_response: StartResponse
-                 ) -> Iterable[bytes]:
-        method = environ.get("REQUEST_METHOD")
-        raw_path: str = environ.get("PATH_INFO") or ""
-        length_header = environ.get("CONTENT_LENGTH") or "0"
-        if "HTTP_TRANSFER_ENCODING" in environ or not length_header.isdigit():
-            return self.flask_app(environ, start_response)
-        if method == "POST":
-            parts = raw_path.split("/")
-            # '', 'seckill', aid, token, 'buy': what the Flask route matches (no empty segment,
-            # no slash inside one); anything else is Flask's to answer (404, redirects ...).
-            if (len(parts) != 5 or parts[1] != "seckill" or parts[4] != "buy" or parts[0]
-                    or not parts[2] or not parts[3]):
-                return self.flask_app(environ, start_response)
-            # PATH_INFO is latin-1 by WSGI's rule; the URL's bytes are UTF-8 (as werkzeug).
-            view_args = {"aid": parts[2].encode("latin-1").decode(errors="replace"),
-                         "token": parts[3].encode("latin-1").decode(errors="replace")}
-            return self._answer(environ, start_response, PURCHASE, view_args, {},
-                                int(length_header))
-        if method == "GET" and raw_path == "/seckill/url":
-            query: str = environ.get("QUERY_STRING") or ""
-            if _PLAIN_QUERY.fullmatch(query) is None:
-                return self.flask_app(environ, start_response)
-            return self._answer(environ, start_response, PURCHASE_URL, {},
-                                {"activity": query[len("activity="):]}, int(length_header))
+
+def _query(environ: WSGIEnviron) -> dict[str, str]:
+    query: str = environ.get("QUERY_STRING") or ""
+    if _PLAIN_QUERY.fullmatch(query) is not None:
+        return {"activity": query[len("activity="):]}
+    activity = Request(environ).args.get("activity")  # decoded exactly as Flask would
+    return {} if activity is None else {"activity": activity}
+
+
+class HotRoutes:
+    """WSGI middleware: the hot routes here, every other path to ``flask_app``."""
+
+    def __init__(self, flask_app: WSGIApp, edge: Edge, sale: SaleState,
+                 signer: PurchaseUrlSigner, finish: Finish) -> None:
+        self.flask_app = flask_app
+        self.edge = edge
+        self.sale = sale
+        self.signer = signer
+        self.finish = finish
+
+    def __call__(self, environ: WSGIEnviron, start_response: StartResponse) -> Iterable[bytes]:
+        """Answer a hot route, or hand the request to Flask."""
+        path: str = environ.get("PATH_INFO") or ""
+        if path == "/seckill/url":
+            return self._answer(environ, start_response, URL, {})
+        parts = path.split("/")
+        # '', 'seckill', aid, token, 'buy': what a route with <aid> and <token> matches (no
+        # empty segment, no slash inside one); any other shape is Flask's (404 ...).
+        if (len(parts) == 5 and parts[1] == "seckill" and parts[4] == "buy" and not parts[0]
+                and parts[2] and parts[3]):
+            view_args = {"aid": _decoded(parts[2]), "token": _decoded(parts[3])}
+            return self._answer(environ, start_response, BUY, view_args)
         return self.flask_app(environ, start_response)
 
-    def _answer(self, environ: dict[str, Any], start_response: StartResponse, endpoint: str,
-                view_args: dict[str, str], args: dict[str, str], length: int
-                ) -> Iterable[bytes]:
+    def _answer(self, environ: WSGIEnviron, start_response: StartResponse, route: Route,
+                view_args: dict[str, str]) -> Iterable[bytes]:
         started = time.perf_counter()
+        method = environ.get("REQUEST_METHOD") or ""
         headers: dict[str, str] = {}
         try:
-            if length > MAX_BODY:
-                raise errors.TooLarge()
-            wanted, checks = self.plans[endpoint]
-            passage = Passage(self.services, wanted, endpoint,
-                              environ.get("HTTP_AUTHORIZATION"), view_args, args)
-            Edge.run(passage, checks)
-            if endpoint == PURCHASE:
-                body = buy(self.services, passage.activity, passage.require_uid(),
-                           environ["wsgi.input"].read(length) if length else b"")
-            else:
-                body = issue_url(self.services, passage.activity, passage.require_uid())
+            declared_length(environ)
+            if method not in _ALLOWED[route.endpoint]:
+                raise errors.MethodNotAllowed(_ALLOWED[route.endpoint])
+            passage = self.edge.run(Passage(
+                route.wanted, route.endpoint, environ.get("HTTP_AUTHORIZATION"), view_args,
+                _query(environ) if route is URL else None))
+            body = self.buy(passage, environ) if route is BUY else self.issue_url(passage)
             status, outcome = 200, "ok"
-        except Exception as exc:  # every failure becomes the contract's JSON, as in Flask
-            path = environ.get("PATH_INFO") or ""
-            failure = as_domain_error(exc, environ.get("REQUEST_METHOD") or "", path)
+        except Exception as exc:  # every failure becomes the contract's JSON
+            failure = as_domain_error(exc, method, environ.get("PATH_INFO") or "")
             status, outcome, body = failure.status, failure.code, failure.body()
             headers = failure.headers()
         payload = orjson.dumps(body)
@@ -114,10 +102,19 @@ class PurchaseLane:
             ("Content-Type", "application/json"),
             ("Content-Length", str(len(payload))),
             *headers.items(),
-            ("X-Seckill-Instance", self.instance),
-            ("X-Seckill-Outcome", outcome),
+            *self.finish(route.endpoint, outcome, time.perf_counter() - started),
         ])
-        metrics.answered(endpoint, outcome)
-        if endpoint == PURCHASE:
-            metrics.purchase_took(outcome, time.perf_counter() - started)
-        return [payload]
+        return [] if method == "HEAD" else [payload]
+
+    def buy(self, passage: Passage, environ: WSGIEnviron) -> dict[str, Any]:
+        """A purchase the edge let through: the body's quantity, then the script's decision."""
+        activity = passage.require_activity()
+        quantity = parse_quantity(json_body(read_body(environ), allow_empty=True),
+                                  activity.per_user_limit)
+        return self.sale.purchase(activity, passage.require_uid(), quantity).body()
+
+    def issue_url(self, passage: Passage) -> dict[str, Any]:
+        """The signed purchase URL for a user the edge let through."""
+        activity = passage.require_activity()
+        token, expires_at = self.signer.sign(activity.id, passage.require_uid())
+        return {"url": f"/seckill/{activity.id}/{token}/buy", "expires_at": expires_at}

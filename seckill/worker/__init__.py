@@ -1,0 +1,1 @@
+"""The orders worker: every activity's order stream into the database, exactly once."""

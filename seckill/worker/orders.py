@@ -20,12 +20,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import signal
 import socket
-import threading
 import time
-from collections.abc import Iterable, Mapping
-from types import FrameType
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -33,42 +30,19 @@ import redis
 import sqlalchemy as sa
 
 from seckill import metrics
-from seckill.config import ConfigError, Settings
 from seckill.domain.activities import is_activity_id
 from seckill.domain.entries import Cancel, Poison, parse_entry
 from seckill.domain.orders import OrderRow
 from seckill.sql.book import OrderBook
-from seckill.sql.engine import make_engine
-from seckill.store.connection import make_pool
 from seckill.store.keys import KeySpace
 from seckill.store.scripts import Scripts
+from seckill.worker.stop import StopFlag
 
 log = logging.getLogger("seckill.worker")
 
 GROUP = "orders-worker"
 
 Entry = tuple[str, dict[str, str]]
-
-class StopFlag:
-    """Warm stop on the first signal, cold (SystemExit now) on the second."""
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-
-    def install(self) -> None:
-        signal.signal(signal.SIGTERM, self._handle)
-        signal.signal(signal.SIGINT, self._handle)
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.event.is_set():
-            log.warning("second signal: stopping now")
-            raise SystemExit(1)
-        log.info("signal %d: finishing the batch in hand, then stopping", signum)
-        self.event.set()
-
-    def __bool__(self) -> bool:
-        return self.event.is_set()
-
 
 class OrdersWorker:
     def __init__(
@@ -377,55 +351,3 @@ def pending_total(client: redis.Redis, streams: Iterable[str]) -> int:
             continue
         total += int(summary["pending"])
     return total
-
-
-def build_worker(settings: Settings, **options: Any) -> OrdersWorker:
-    """A worker with its own Redis connections: its socket timeout must outlast BLOCK."""
-    block_ms = int(options.get("block_ms", 500))
-    own = dataclasses.replace(
-        settings,
-        redis_timeout=max(settings.redis_timeout, block_ms / 1000 + 2.0),
-        redis_max_connections=4,
-    )
-    client = redis.Redis(connection_pool=make_pool(own))
-    book = OrderBook(make_engine(settings.database_url)).ready()
-    return OrdersWorker(client, KeySpace(settings.key_prefix), book, **options)
-
-
-# Optional tuning of ``seckill worker`` from the environment (the defaults suit production;
-# the fault-injection tests use small batches and a short claim idle time).
-ENV_OPTIONS = {
-    "SECKILL_WORKER_BATCH": "batch",  # entries read (or reclaimed) at once; default 500
-    "SECKILL_WORKER_BLOCK_MS": "block_ms",  # XREADGROUP BLOCK, how soon a stop is seen; 500
-    "SECKILL_WORKER_CLAIM_IDLE_MS": "claim_idle_ms",  # a dead consumer's entries; 30000
-}
-
-
-def options_from_env(environ: Mapping[str, str] | None = None) -> dict[str, int]:
-    env = os.environ if environ is None else environ
-    options: dict[str, int] = {}
-    for name, option in ENV_OPTIONS.items():
-        raw = env.get(name, "").strip()
-        if not raw:
-            continue
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
-        if value < 1:
-            raise ConfigError(f"{name} must be >= 1, got {value}")
-        options[option] = value
-    return options
-
-
-def main(settings: Settings) -> int:
-    """``seckill worker``: run until SIGTERM/SIGINT."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    stop = StopFlag()
-    stop.install()
-    build_worker(settings, **options_from_env()).run(stop)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(Settings.from_env()))

@@ -1,0 +1,36 @@
+"""The sold-out flag: most of a flash-sale crowd arrives after the last unit went.
+
+The sale tells the edge "refuse this activity" (``Sale.sold_out``) or "this is the buyer's
+answer" (``Sale.purchase_refusal``); the edge never looks at stock itself. Both answers are
+kept in the process, so a refusal here costs no Redis call.
+"""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from edge import IN_STOCK, SOLD_OUT, Edge, Passage
+from edge.sale import Sale
+from seckill.domain import errors
+
+
+class SoldOutFlag:
+    """The sold-out filter: after the window filter, before the signed URL is checked."""
+
+    def __init__(self, sale: Sale) -> None:
+        self.sale = sale
+
+    def init_app(self, app: Flask) -> None:
+        """Add the sold-out check to the edge chain."""
+        app.extensions["edge.sold_out"] = self
+        Edge.of(app).add({IN_STOCK, SOLD_OUT}, self.check)
+
+    def check(self, passage: Passage) -> None:
+        """410 to new buyers of a sold-out activity; a purchase gets the sale's own answer."""
+        aid = passage.require_activity().id
+        if IN_STOCK in passage.wanted and self.sale.sold_out(aid):
+            raise errors.SoldOut()
+        if SOLD_OUT in passage.wanted:
+            refusal = self.sale.purchase_refusal(aid, passage.require_uid())
+            if refusal is not None:
+                raise refusal

@@ -1,0 +1,95 @@
+"""What this process knows of each sale, and the purchase that updates it.
+
+It is the sale as the edge reads it (:class:`edge.sale.Sale`): the activity copies
+(``seckill.store.cache``), the sold-out flags (``seckill.store.soldout``) and the per-user
+rate counters of the hot routes. And it is where the hot routes buy: a purchase goes to the
+stock script, and its answer is folded into the copy and the flag at once, with no extra
+round trip.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import redis
+from redis.commands.core import Script
+
+from seckill import metrics
+from seckill.config import Rate
+from seckill.domain import errors
+from seckill.domain.activities import Activity
+from seckill.domain.orders import Purchase
+from seckill.store.cache import ActivityCache
+from seckill.store.connection import Wire
+from seckill.store.keys import KeySpace
+from seckill.store.soldout import SoldOutBoard
+from seckill.store.stock import StockService
+
+log = logging.getLogger("seckill.ratelimit")
+
+
+class SaleState:
+    """The sale in this process: what the edge asks, and the purchase."""
+
+    def __init__(self, cache: ActivityCache, board: SoldOutBoard, stock: StockService,
+                 wire: Wire, keys: KeySpace, rate_script: Script, rates: tuple[Rate, ...]
+                 ) -> None:
+        self.cache = cache
+        self.board = board
+        self.stock = stock
+        self.wire = wire
+        self.keys = keys
+        self.rate_script = rate_script
+        self.rates = rates
+        self._rate_args: list[int] = [n for rate in rates for n in rate]
+
+    # -- what the edge reads ---------------------------------------------------------------
+
+    def activity(self, aid: str) -> Activity:
+        """This process's copy of the activity (loaded on first sight); 404 if none."""
+        return self.cache.require(aid)
+
+    def sold_out(self, aid: str) -> bool:
+        """Sold out as far as this process knows: its copy says 0 left, or a flag is up."""
+        copy = self.cache.get(aid)
+        return (copy is not None and copy.remaining == 0) or self.board.is_flagged(aid)
+
+    def purchase_refusal(self, aid: str, uid: str) -> errors.SeckillError | None:
+        """The sold-out flag's answer to this buyer, when it has one."""
+        return self.board.refusal(aid, uid)
+
+    def over_rate(self, uid: str, endpoint: str) -> int | None:
+        """Count a request on every rate in one EVALSHA (``lua/rate_limit.lua``); fails open.
+
+        Rate limiting protects capacity, not correctness: when the counters cannot be reached
+        the request goes on, counted in ``seckill_ratelimit_failures_total`` (the purchase
+        needs the same Redis and fails closed on its own)."""
+        keys = [self.keys.rate(uid, endpoint, uid, window) for _, window in self.rates]
+        try:
+            reply: Any = self.wire.run_script(self.rate_script, keys, self._rate_args)[0]
+        except redis.RedisError as exc:
+            metrics.RATELIMIT_FAILURES.inc()
+            log.warning("rate limit not checked for %s (fails open): %s", uid, exc)
+            return None
+        return int(reply[1]) if reply[0] == "rate_limited" else None
+
+    # -- the purchase ----------------------------------------------------------------------
+
+    def purchase(self, activity: Activity, uid: str, quantity: int) -> Purchase:
+        """The script's decision on a purchase the edge let through, folded into this
+        process's copy and flag; a refusal is raised as its ``errors`` exception."""
+        try:
+            bought = self.stock.purchase(activity.id, uid, quantity, activity.kind)
+        except errors.SoldOut:
+            self.cache.note_remaining(activity.id, 0)
+            self.board.mark(activity.id)
+            raise
+        self.cache.note_remaining(activity.id, bought.remaining)
+        self.board.note_sale(activity.id)
+        return bought
+
+    def returned(self, aid: str) -> None:
+        """Units of ``aid`` came back (cancel, restock): drop this process's flag and copy
+        now; the other processes hear it by pub/sub."""
+        self.board.clear(aid)

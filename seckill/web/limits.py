@@ -1,0 +1,90 @@
+"""Per-user limits of the cold routes (order status; operator calls), with flask-limiter.
+
+The cold routes go through Flask anyway, so flask-limiter's hooks cost them little; the hot
+routes count their limit in one Lua call instead (``edge.ratelimit``; why, in the README's
+Architecture section). The counters live in the gateway's own Redis, through the gateway's
+own connection pool (same timeouts, no retries), under ``<prefix>:rate``.
+
+Two of flask-limiter's defaults are traps for a gateway, and are closed here: a key function
+that returns "" skips the limit (ours never can: the edge has verified the caller before the
+limiter runs, and a view without a caller has no limit), and ``swallow_errors`` would also
+let a bug in a key function through unlimited. Instead, only a storage failure fails open,
+counted in ``seckill_ratelimit_failures_total``, as for the hot routes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar, cast
+
+import redis
+from flask import Blueprint, Flask, Response
+from flask_limiter import Limiter, RateLimitExceeded
+
+import edge
+from seckill import metrics
+from seckill.config import Settings
+from seckill.domain import errors
+from seckill.web.errors import error_response
+
+log = logging.getLogger("seckill.ratelimit")
+
+F = TypeVar("F", bound=Callable[..., object])
+
+
+class _FailOpenLimiter(Limiter):
+    """flask-limiter whose storage failures let the request through, counted."""
+
+    def _check_request_limit(self, callable_name: str | None = None,
+                             in_middleware: bool = True) -> None:
+        try:
+            super()._check_request_limit(callable_name, in_middleware)
+        except redis.RedisError as exc:
+            metrics.RATELIMIT_FAILURES.inc()
+            log.warning("cold-route rate limit not checked (fails open): %s", exc)
+
+
+def _user_key() -> str:
+    return "user:" + edge.passage().require_uid()
+
+
+def _operator_key() -> str:
+    return "operator"
+
+
+class ColdLimits:
+    """The cold routes' limits: ``SECKILL_STATUS_RATE`` per user, ``SECKILL_ADMIN_RATE`` for
+    the operator."""
+
+    def __init__(self, settings: Settings, pool: redis.ConnectionPool) -> None:
+        self.settings = settings
+        self.limiter = _FailOpenLimiter(
+            key_func=_operator_key,
+            storage_uri="redis://",
+            storage_options={"connection_pool": pool,  # type: ignore[dict-item]
+                             "key_prefix": f"{settings.key_prefix}:rate"},
+            strategy="fixed-window",
+            swallow_errors=False,
+            headers_enabled=False,
+        )
+
+    def init_app(self, app: Flask) -> None:
+        """Register after the edge: the limiter's hook then runs once the caller is known."""
+        app.extensions["seckill.cold_limits"] = self
+        self.limiter.init_app(app)
+        app.register_error_handler(RateLimitExceeded, self._refused)
+
+    def per_user(self, view: F) -> F:
+        """Limit a user view (one marked with the user filter) per user."""
+        return cast(F, self.limiter.limit(self.settings.status_rate, key_func=_user_key)(view))
+
+    def operator(self, blueprint: Blueprint) -> None:
+        """Limit every route of the operator's blueprint."""
+        self.limiter.limit(self.settings.admin_rate, key_func=_operator_key)(blueprint)
+
+    def _refused(self, exc: RateLimitExceeded) -> Response:
+        limit = self.limiter.current_limit
+        wait_ms = 1000.0 if limit is None else (limit.reset_at - time.time()) * 1000
+        return error_response(errors.RateLimited.after_ms(wait_ms))

@@ -1,0 +1,43 @@
+"""Running the orders worker: ``seckill worker`` (or ``python -m seckill.worker``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import redis
+
+from seckill.config import Settings
+from seckill.sql.book import OrderBook
+from seckill.sql.engine import make_engine
+from seckill.store.connection import make_pool
+from seckill.store.keys import KeySpace
+from seckill.worker.orders import OrdersWorker
+from seckill.worker.stop import StopFlag
+
+log = logging.getLogger("seckill.worker")
+
+
+def build_worker(settings: Settings, **options: Any) -> OrdersWorker:
+    """A worker with its own Redis connections (its socket timeout must outlast BLOCK), tuned
+    by the settings' worker options; ``options`` override them (tests)."""
+    tuning = {"batch": settings.worker_batch, "block_ms": settings.worker_block_ms,
+              "claim_idle_ms": settings.worker_claim_idle_ms, **options}
+    own = dataclasses.replace(
+        settings,
+        redis_timeout=max(settings.redis_timeout, int(tuning["block_ms"]) / 1000 + 2.0),
+        redis_max_connections=4,
+    )
+    client = redis.Redis(connection_pool=make_pool(own))
+    book = OrderBook(make_engine(settings.database_url)).ready()
+    return OrdersWorker(client, KeySpace(settings.key_prefix), book, **tuning)
+
+
+def main(settings: Settings) -> int:
+    """``seckill worker``: run until SIGTERM/SIGINT."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    stop = StopFlag()
+    stop.install()
+    build_worker(settings).run(stop)
+    return 0
