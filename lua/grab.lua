@@ -23,31 +23,16 @@
 --   {"wrong_kind", kind}                      not a packets activity (use purchase.lua)
 --   {"uninitialized"}                         the meta hash is missing: Redis lost it
 --
--- The same order of checks as purchase.lua: window on Redis's clock (TIME), then the buyer
+-- The same opening as purchase.lua (include/sale_opening.lua: rate, existence, kind, window
+-- on Redis's clock), then the buyer
 -- (a winner repeating after the last packet went still learns their order and amount), then
 -- the packet. The list is the authority on what is left: a packet exists only in the list or
 -- in the amounts hash, never in both, never in neither (cancel.lua pushes it back). Amounts
 -- stay strings end to end, so no number formatting can alter them.
 
-local rate_argv_offset = 3  -- ARGV[1..3] are this script's own
--- @include rate_limit
--- @include sale_window
-
-local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'kind')
-if not meta[1] then
-  return {'uninitialized'}
-end
-if meta[3] ~= 'packets' then
-  return {'wrong_kind', meta[3] or 'stock'}
-end
-local starts_ms = tonumber(meta[1])
-local ends_ms = tonumber(meta[2])
-
-local now_ms = redis_now_ms()
-local closed = outside_window(starts_ms, ends_ms, now_ms)
-if closed then
-  return closed
-end
+local sale_kind = 'packets'
+local sale_fields = {}
+-- @include sale_opening
 
 local uid = ARGV[1]
 local existing = redis.call('HGET', KEYS[2], uid)

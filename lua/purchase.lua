@@ -23,32 +23,15 @@
 --   {"uninitialized"}                  the meta hash is missing: Redis lost the activity
 --   {"wrong_kind", kind}               red-envelope packets are grabbed with grab.lua
 --
--- The window is checked on Redis's clock (TIME), one clock for every gateway. The buyer
--- check comes before the stock check so that a winner repeating the purchase after the
--- sale sold out still learns their order id.
+-- The opening checks (rate, existence, kind, window on Redis's clock) are include/
+-- sale_opening.lua, shared with grab.lua. The buyer check comes before the stock check so
+-- that a winner repeating the purchase after the sale sold out still learns their order id.
 
-local rate_argv_offset = 3  -- ARGV[1..3] are this script's own
--- @include rate_limit
--- @include sale_window
-
-local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'per_user_limit', 'remaining',
-  'kind')
-if not meta[1] then
-  return {'uninitialized'}
-end
-if meta[5] and meta[5] ~= 'stock' then
-  return {'wrong_kind', meta[5]}
-end
-local starts_ms = tonumber(meta[1])
-local ends_ms = tonumber(meta[2])
-local per_user_limit = tonumber(meta[3])
-local remaining = tonumber(meta[4])
-
-local now_ms = redis_now_ms()
-local closed = outside_window(starts_ms, ends_ms, now_ms)
-if closed then
-  return closed
-end
+local sale_kind = 'stock'
+local sale_fields = {'per_user_limit', 'remaining'}
+-- @include sale_opening
+local per_user_limit = tonumber(meta[4])
+local remaining = tonumber(meta[5])
 
 local uid = ARGV[1]
 local existing = redis.call('HGET', KEYS[2], uid)

@@ -1,15 +1,20 @@
-"""The files the package ships besides Python: the Lua scripts and the nginx template."""
+"""The files the package ships besides Python: the Lua scripts and the nginx template.
+
+They live at the top of the repository (``lua/``, ``nginx/``); ``seckill/_files`` links to
+them, and the wheel copies what the links point at. So the one lookup below finds them the
+same way in a checkout, an editable install and an installed wheel.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_FILES = Path(__file__).resolve().parent / "_files"
 
 
 def resource_dir(name: str) -> Path:
-    """Where ``lua/`` or ``nginx/`` lives: inside an installed wheel, or the source tree."""
-    for candidate in (_PACKAGE_DIR / "_files" / name, _PACKAGE_DIR.parent / name):
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError(f"cannot find the {name}/ folder next to {_PACKAGE_DIR}")
+    """``lua`` or ``nginx``: the folder of that name the package ships."""
+    folder = _FILES / name
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder} is missing: the package was not installed whole")
+    return folder

@@ -43,7 +43,7 @@ from seckill.ops.supervisor import ChildSpec, http_ready, log
 
 def project_root() -> Path:
     """The source tree holding ``wsgi.py`` and ``gunicorn.conf.py`` (an editable install)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     missing = [n for n in ("wsgi.py", "gunicorn.conf.py") if not (root / n).is_file()]
     if missing:
         raise ConfigError(

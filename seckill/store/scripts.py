@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import redis
 from redis.commands.core import Script
@@ -12,16 +13,22 @@ from seckill.resources import resource_dir
 
 @functools.cache
 def lua_source(name: str) -> str:
-    """A script's text, with each ``-- @include <part>`` line replaced by ``lua/include/<part>.lua``
-    (Redis runs one chunk per script; this is how two scripts share one piece of Lua)."""
-    folder = resource_dir("lua")
+    """A script's text, each ``-- @include <part>`` line replaced by ``lua/include/<part>.lua``
+    (itself expanded the same way): Redis runs one chunk per script, and this is how scripts
+    share a piece of Lua."""
+    return _expanded(resource_dir("lua") / f"{name}.lua") + "\n"
+
+
+def _expanded(path: Path, depth: int = 0) -> str:
+    if depth > 4:
+        raise ValueError(f"{path.name}: includes nested too deep")
     lines = []
-    for line in (folder / f"{name}.lua").read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8").splitlines():
         if line.startswith("-- @include "):
             part = line.removeprefix("-- @include ").strip()
-            line = (folder / "include" / f"{part}.lua").read_text(encoding="utf-8").rstrip()
+            line = _expanded(resource_dir("lua") / "include" / f"{part}.lua", depth + 1).rstrip()
         lines.append(line)
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines)
 
 
 class Scripts:

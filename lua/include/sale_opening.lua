@@ -1,0 +1,30 @@
+-- sale_opening.lua (included at the top of purchase.lua and grab.lua): what a sale script
+-- checks first, in this order, returning at once on any of them:
+--   1. the per-user rate (include/rate_limit.lua)        {"rate_limited", ms}
+--   2. the activity exists                               {"uninitialized"}: Redis lost it
+--   3. it is of the script's kind                        {"wrong_kind", kind}
+--   4. the window, on Redis's clock (include/sale_window.lua)
+--                                                        {"not_started", starts_ms, now_ms}
+--                                                        or {"ended"}
+--
+-- Before the include the script sets `sale_kind` ("stock" or "packets") and `sale_fields`,
+-- the meta fields it reads besides these. After it, `meta` holds starts_ms, ends_ms, kind,
+-- then `sale_fields` in order, and `now_ms` is Redis's time in milliseconds. KEYS[1] is the
+-- meta hash; ARGV[1..3] are the script's own (user, quantity, activity id).
+
+local rate_argv_offset = 3
+-- @include rate_limit
+-- @include sale_window
+
+local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'kind', unpack(sale_fields))
+if not meta[1] then
+  return {'uninitialized'}
+end
+if (meta[3] or 'stock') ~= sale_kind then
+  return {'wrong_kind', meta[3] or 'stock'}
+end
+local now_ms = redis_now_ms()
+local closed = outside_window(tonumber(meta[1]), tonumber(meta[2]), now_ms)
+if closed then
+  return closed
+end
