@@ -166,6 +166,21 @@ class Edge:
                                      request.view_args, request.args))
 
 
+class Filter:
+    """One filter of the chain: ``check`` runs for the routes that want any of ``names``."""
+
+    names: frozenset[str] = _NONE
+
+    def init_app(self, app: Flask) -> None:
+        """Register the filter on ``app`` and add its check to the chain, in call order."""
+        app.extensions[f"edge.{type(self).__name__}"] = self
+        Edge.of(app).add(self.names, self.check)
+
+    def check(self, passage: Passage) -> None:
+        """Let the request go on, or raise the refusal."""
+        raise NotImplementedError
+
+
 def passage() -> Passage:
     """The current Flask request's passage (views marked with :func:`filters`)."""
     found: Passage | None = g.get("passage")

@@ -6,9 +6,8 @@ import hmac
 import time
 
 import jwt
-from flask import Flask
 
-from edge import ADMIN, USER, Edge, Passage
+from edge import ADMIN, USER, Filter, Passage
 from seckill.domain import errors
 from seckill.domain.activities import USER_ID
 
@@ -61,13 +60,14 @@ def mint_user_token(uid: str, secret: str, ttl: int = 3600, now: int | None = No
     return jwt.encode({"sub": uid, "iat": issued, "exp": issued + ttl}, secret, algorithm="HS256")
 
 
-class Identity:
+class Identity(Filter):
     """Who is calling: a user's JWT or the operator token.
 
     A user's verified token is remembered (token -> user, expiry) so the same token is not
     verified twice: a buyer sends it for the URL and again for the purchase, and PyJWT's
     decode is the most expensive step of the edge."""
 
+    names = frozenset({USER, ADMIN})
     MAX_REMEMBERED = 20_000  # ~7 MB; a buyer sends the same token twice within seconds
 
     def __init__(self, jwt_secret: str, admin_token: str, leeway: int) -> None:
@@ -75,11 +75,6 @@ class Identity:
         self.admin_token = admin_token.encode()
         self.leeway = leeway
         self._verified: dict[str, tuple[str, int]] = {}
-
-    def init_app(self, app: Flask) -> None:
-        """Add the identity check to the edge chain."""
-        app.extensions["edge.identity"] = self
-        Edge.of(app).add({USER, ADMIN}, self.check)
 
     def check(self, passage: Passage) -> None:
         """Set the user of a user route; refuse a wrong operator token on an operator route."""

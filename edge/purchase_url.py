@@ -19,9 +19,7 @@ import hmac
 import time
 from collections.abc import Sequence
 
-from flask import Flask
-
-from edge import PURCHASE_URL, Edge, Passage
+from edge import PURCHASE_URL, Filter, Passage
 from seckill.domain import errors
 
 _MAX_TOKEN = 128
@@ -79,16 +77,13 @@ class PurchaseUrlSigner:
         return expires_at
 
 
-class PurchaseUrls:
+class PurchaseUrls(Filter):
     """The signed-URL filter: the token in the path must be this user's, for this activity."""
+
+    names = frozenset({PURCHASE_URL})
 
     def __init__(self, signer: PurchaseUrlSigner) -> None:
         self.signer = signer
-
-    def init_app(self, app: Flask) -> None:
-        """Add the signed-URL check to the edge chain."""
-        app.extensions["edge.purchase_urls"] = self
-        Edge.of(app).add({PURCHASE_URL}, self.check)
 
     def check(self, passage: Passage) -> None:
         """Refuse a forged, expired or someone else's token with 403 bad_signature."""

@@ -10,23 +10,15 @@ Architecture section says.
 
 from __future__ import annotations
 
-from flask import Flask
-
-from edge import RATE, Edge, Passage
-from edge.sale import Sale
+from edge import RATE, Passage
+from edge.sale import SaleFilter
 from seckill.domain import errors
 
 
-class UserRateLimit:
+class UserRateLimit(SaleFilter):
     """The rate filter: 429 with Retry-After once a user is over the rate on an endpoint."""
 
-    def __init__(self, sale: Sale) -> None:
-        self.sale = sale
-
-    def init_app(self, app: Flask) -> None:
-        """Add the rate check to the edge chain."""
-        app.extensions["edge.user_rate_limit"] = self
-        Edge.of(app).add({RATE}, self.check)
+    names = frozenset({RATE})
 
     def check(self, passage: Passage) -> None:
         """Count this request; refuse it when the user is over the rate."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from edge import Filter
+
 if TYPE_CHECKING:
     from seckill.domain.activities import Activity
     from seckill.domain.errors import SeckillError
@@ -30,3 +32,10 @@ class Sale(Protocol):
     def over_rate(self, uid: str, endpoint: str) -> int | None:
         """Count one request of ``uid`` on ``endpoint``; milliseconds until the user may ask
         again when over the per-user rate, else None (also when it cannot be counted)."""
+
+
+class SaleFilter(Filter):
+    """A filter that asks the sale its question."""
+
+    def __init__(self, sale: Sale) -> None:
+        self.sale = sale

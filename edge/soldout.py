@@ -7,23 +7,15 @@ kept in the process, so a refusal here costs no Redis call.
 
 from __future__ import annotations
 
-from flask import Flask
-
-from edge import IN_STOCK, SOLD_OUT, Edge, Passage
-from edge.sale import Sale
+from edge import IN_STOCK, SOLD_OUT, Passage
+from edge.sale import SaleFilter
 from seckill.domain import errors
 
 
-class SoldOutFlag:
+class SoldOutFlag(SaleFilter):
     """The sold-out filter: after the window filter, before the signed URL is checked."""
 
-    def __init__(self, sale: Sale) -> None:
-        self.sale = sale
-
-    def init_app(self, app: Flask) -> None:
-        """Add the sold-out check to the edge chain."""
-        app.extensions["edge.sold_out"] = self
-        Edge.of(app).add({IN_STOCK, SOLD_OUT}, self.check)
+    names = frozenset({IN_STOCK, SOLD_OUT})
 
     def check(self, passage: Passage) -> None:
         """410 to new buyers of a sold-out activity; a purchase gets the sale's own answer."""

@@ -7,24 +7,16 @@ skewed clock can delay a refusal but never let a purchase through.
 
 from __future__ import annotations
 
-from flask import Flask
-
-from edge import WINDOW, Edge, Passage
-from edge.sale import Sale
+from edge import WINDOW, Passage
+from edge.sale import SaleFilter
 from seckill.domain import errors
 from seckill.domain.activities import iso_from_ms, now_ms
 
 
-class SaleWindow:
+class SaleWindow(SaleFilter):
     """The window filter: 404 unknown activity, 403 not started, 410 ended."""
 
-    def __init__(self, sale: Sale) -> None:
-        self.sale = sale
-
-    def init_app(self, app: Flask) -> None:
-        """Add the window check to the edge chain."""
-        app.extensions["edge.sale_window"] = self
-        Edge.of(app).add({WINDOW}, self.check)
+    names = frozenset({WINDOW})
 
     def check(self, passage: Passage) -> None:
         """Let the request through only inside the activity's sale window."""

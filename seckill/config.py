@@ -88,6 +88,8 @@ def _choice(env: Mapping[str, str], name: str, default: str, allowed: tuple[str,
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
+    """The gateway's whole configuration, as read from the environment (see ``from_env``)."""
+
     env: str
     redis_url: str
     database_url: str
@@ -121,10 +123,12 @@ class Settings:
 
     @property
     def development(self) -> bool:
+        """Whether the gateway runs in development mode (``SECKILL_ENV=development``)."""
         return self.env == "development"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Read the settings from ``environ`` (os.environ if None); ConfigError if one is bad."""
         env = dict(os.environ if environ is None else environ)
         mode = env.get("SECKILL_ENV", "production").strip().lower() or "production"
         if mode not in {"production", "development"}:
@@ -207,6 +211,7 @@ class Settings:
         )
 
     def secret_for(self, name: str) -> str:
+        """The value of the secret variable ``name``, as written in the environment."""
         return {
             "SECKILL_SECRET_KEY": ",".join(self.secret_keys),
             "SECKILL_JWT_SECRET": self.jwt_secret,

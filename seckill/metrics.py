@@ -47,6 +47,7 @@ def answered(endpoint: str, outcome: str) -> None:
 
 
 def purchase_took(outcome: str, seconds: float) -> None:
+    """Record how long a purchase took to answer, by outcome (children kept, as in ``answered``)."""
     child = _purchase_seconds.get(outcome)
     if child is None:
         child = _purchase_seconds[outcome] = PURCHASE_SECONDS.labels(outcome)
@@ -64,6 +65,7 @@ DEAD_LETTERS = Counter(
 
 
 def render() -> tuple[bytes, str]:
+    """The ``/metrics`` body and its content type (every worker's numbers in multiprocess mode)."""
     multiproc_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if multiproc_dir:
         from prometheus_client import multiprocess

@@ -48,7 +48,7 @@ def stored_activity(app: Flask, start_s: float, end_s: float, total: int | None 
 def signed_url(app: Flask, aid: str, uid: str) -> str:
     """A purchase URL exactly as the gateway would issue it (used where the URL endpoint itself
     refuses to issue one, e.g. before the sale)."""
-    token, _ = app.extensions["edge.purchase_urls"].signer.sign(aid, uid)
+    token, _ = app.extensions["edge.PurchaseUrls"].signer.sign(aid, uid)
     return f"/seckill/{aid}/{token}/buy"
 
 
@@ -300,7 +300,7 @@ def test_store_unreachable_is_503_unavailable(make_app):
     app = make_app(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0", SECKILL_REDIS_TIMEOUT="0.5")
     client = app.test_client()
     headers = user_headers("alice")
-    token, _ = app.extensions["edge.purchase_urls"].signer.sign("someactivity", "alice")
+    token, _ = app.extensions["edge.PurchaseUrls"].signer.sign("someactivity", "alice")
     expect(client.post(f"/seckill/someactivity/{token}/buy", headers=headers), 503,
            "unavailable")
     expect(client.get("/seckill/url?activity=someactivity", headers=headers), 503, "unavailable")

@@ -65,7 +65,7 @@ def tag() -> str:
 
 def test_hostile_ids_on_every_user_endpoint(app, client, rds, prefix, tag):
     headers = user_headers("alice")
-    signer = app.extensions["edge.purchase_urls"].signer
+    signer = app.extensions["edge.PurchaseUrls"].signer
     before = keys_of(rds, prefix)
     for aid in hostile_ids(tag):
         in_path = quote(aid, safe="")

@@ -170,7 +170,7 @@ def test_forged_and_tampered_urls_are_refused(client, make_activity, rds, prefix
 
 def test_expired_url_is_refused(app, client, make_activity, rds, prefix):
     aid = make_activity()["id"]
-    gateway_signer = app.extensions["edge.purchase_urls"].signer
+    gateway_signer = app.extensions["edge.PurchaseUrls"].signer
     skew = app.extensions["seckill"].settings.clock_skew
     stale, _ = gateway_signer.sign(aid, "alice", now=time.time() - gateway_signer.ttl - skew - 2)
     body = expect(client.post(url_for(aid, stale), headers=user_headers("alice")), 403,

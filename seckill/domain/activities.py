@@ -1,5 +1,5 @@
 """Activities: what is on sale, when, and how much of it; validated and stored (each
-process's copies of them: ``seckill.activity_cache``)."""
+process's copies of them: ``seckill.store.cache``)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ _CREATE_FIELDS = {
 
 
 def now_ms() -> int:
+    """The current wall-clock time, in milliseconds since the Unix epoch."""
     return time.time_ns() // 1_000_000
 
 
@@ -41,12 +42,14 @@ _LAST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 
 def iso_from_ms(ms: int) -> str:
+    """An epoch-milliseconds time as ISO 8601 UTC (``Z``); milliseconds shown only if not 0."""
     stamp = _EPOCH + timedelta(milliseconds=ms)  # exact: no float seconds
     text = stamp.isoformat(timespec="milliseconds" if ms % 1000 else "seconds")
     return text.replace("+00:00", "Z")
 
 
 def ms_from_iso(value: Any, field: str) -> int:
+    """Epoch milliseconds of an ISO 8601 time with an offset; BadRequest naming ``field``."""
     if not isinstance(value, str) or len(value) > 64:
         raise errors.BadRequest(f"{field} must be an ISO 8601 time with an offset", field=field)
     try:
@@ -68,6 +71,7 @@ def ms_from_iso(value: Any, field: str) -> int:
 
 
 def is_activity_id(value: object) -> bool:
+    """Whether ``value`` is a well-formed activity id (``[A-Za-z0-9_-]{1,64}``)."""
     return isinstance(value, str) and ACTIVITY_ID.fullmatch(value) is not None
 
 
@@ -90,6 +94,8 @@ def _int_field(body: dict[str, Any], field: str, default: int | None, minimum: i
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Activity:
+    """An activity: what is on sale (units, or red-envelope packets), when, and how much."""
+
     id: str
     name: str
     starts_ms: int
@@ -104,6 +110,7 @@ class Activity:
     seed: int | None = dataclasses.field(default=None, repr=False)
 
     def state(self, at_ms: int) -> str:
+        """The state at ``at_ms``: ``upcoming``, ``open``, ``sold_out`` or ``ended``."""
         if at_ms >= self.ends_ms:
             return "ended"
         if at_ms < self.starts_ms:
@@ -113,6 +120,7 @@ class Activity:
         return "open"
 
     def public(self, at_ms: int) -> dict[str, Any]:
+        """The activity's public JSON body at ``at_ms`` (never the packets' seed)."""
         body = {
             "id": self.id,
             "name": self.name,
@@ -130,6 +138,7 @@ class Activity:
         return body
 
     def redis_fields(self, created_ms: int) -> list[str | int]:
+        """The meta hash of the new activity, as a flat list of field names and values."""
         total = UNLIMITED if self.total is None else self.total
         remaining = UNLIMITED if self.remaining is None else self.remaining
         fields: list[str | int] = [
@@ -145,6 +154,7 @@ class Activity:
 
     @classmethod
     def from_redis(cls, aid: str, fields: dict[str, str]) -> Activity:
+        """The activity its meta hash ``fields`` describe (no seed: Redis never holds it)."""
         total = int(fields["total"])
         remaining = int(fields["remaining"])
         return cls(

@@ -23,6 +23,8 @@ class Poison(ValueError):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Cancel:
+    """A cancellation entry: the order cancelled, and when (epoch ms)."""
+
     order_id: str
     at_ms: int
 

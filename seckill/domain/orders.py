@@ -13,6 +13,8 @@ CANCELLED = "cancelled"
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class OrderRow:
+    """A decided purchase as the worker stores it: one row of the orders table."""
+
     order_id: str
     activity_id: str
     user_id: str
@@ -23,6 +25,8 @@ class OrderRow:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class StoredOrder:
+    """An order as the database holds it, with its status (confirmed or cancelled)."""
+
     order_id: str
     activity_id: str
     user_id: str
@@ -33,12 +37,15 @@ class StoredOrder:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Purchase:
+    """A successful purchase (or grab): the new order, and the stock left."""
+
     order_id: str
     quantity: int
     remaining: int | None  # None: unlimited
     amount: int | None = None  # the packet grabbed, cents (packets activities)
 
     def body(self) -> dict[str, Any]:
+        """The purchase's 200 response body."""
         body: dict[str, Any] = {
             "status": "ok", "order_id": self.order_id, "quantity": self.quantity,
         }
@@ -49,11 +56,14 @@ class Purchase:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class OrderStatus:
+    """A buyer's order on one activity: none, pending, confirmed or cancelled."""
+
     status: str
     order_id: str | None = None
     amount: int | None = None
 
     def body(self) -> dict[str, Any]:
+        """The order-status response body."""
         body: dict[str, Any] = {"status": self.status}
         if self.order_id is not None:
             body["order_id"] = self.order_id
@@ -64,6 +74,8 @@ class OrderStatus:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Stats:
+    """An activity's numbers for the operator: stock, buyers, and orders by status."""
+
     total: int | None
     remaining: int | None
     sold: int
@@ -75,6 +87,7 @@ class Stats:
     amount_given: int | None = None
 
     def body(self) -> dict[str, Any]:
+        """The stats response body (for packets, with the amount given and the amount left)."""
         body: dict[str, Any] = {
             "total": self.total,
             "remaining": self.remaining,
@@ -101,6 +114,7 @@ def activity_of_order(order_id: str) -> str | None:
 
 
 def order_seq(order_id: str) -> int:
+    """The sequence number that ends an order id (0 if it ends in none)."""
     tail = order_id.rsplit("-", 1)[-1]
     return int(tail) if tail.isdigit() else 0
 

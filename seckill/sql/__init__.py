@@ -1,0 +1,1 @@
+"""The order database (SQLAlchemy Core): the schema, the engine, and the OrderBook."""

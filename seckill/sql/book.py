@@ -21,12 +21,15 @@ from seckill.sql.schema import activities, ensure_schema, orders
 
 
 class OrderBook:
+    """Activities and orders in the database; the schema is made ready on first use."""
+
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
         self._schema_ready = False
         self._schema_lock = threading.Lock()
 
     def ready(self) -> OrderBook:
+        """Create (or complete) the schema, once per book; returns the book."""
         if not self._schema_ready:
             with self._schema_lock:
                 if not self._schema_ready:
@@ -37,6 +40,7 @@ class OrderBook:
     # -- activities -------------------------------------------------------------------
 
     def save_activity(self, activity: Activity) -> None:
+        """Insert a new activity; ActivityExists if the database already has its id."""
         self.ready()
         try:
             with self.engine.begin() as conn:
@@ -59,16 +63,19 @@ class OrderBook:
             raise errors.ActivityExists(activity=activity.id) from None
 
     def delete_activity(self, aid: str) -> None:
+        """Delete an activity's row (its orders are left as they are)."""
         self.ready()
         with self.engine.begin() as conn:
             conn.execute(activities.delete().where(activities.c.id == aid))
 
     def set_total(self, aid: str, total: int) -> None:
+        """Set an activity's total (after a restock)."""
         self.ready()
         with self.engine.begin() as conn:
             conn.execute(activities.update().where(activities.c.id == aid).values(total=total))
 
     def load_activity(self, aid: str) -> Activity | None:
+        """The activity as the database holds it (remaining: its total), or None if unknown."""
         self.ready()
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(activities).where(activities.c.id == aid)).first()
@@ -88,6 +95,7 @@ class OrderBook:
         )
 
     def activity_ids(self) -> set[str]:
+        """The ids of every activity the database knows."""
         self.ready()
         with self.engine.connect() as conn:
             return {r[0] for r in conn.execute(sa.select(activities.c.id))}
@@ -160,6 +168,7 @@ class OrderBook:
         return {r.order_id for r in waiting}
 
     def mark_cancelled(self, order_id: str, at_ms: int | None = None) -> bool:
+        """Cancel a confirmed order (at ``at_ms``, default now); whether a row changed."""
         self.ready()
         with self.engine.begin() as conn:
             result = conn.execute(
@@ -170,6 +179,7 @@ class OrderBook:
         return bool(result.rowcount)
 
     def find_order(self, order_id: str) -> StoredOrder | None:
+        """The stored order with this id, or None."""
         self.ready()
         with self.engine.connect() as conn:
             row = conn.execute(
@@ -180,6 +190,7 @@ class OrderBook:
         return _stored(row)
 
     def counts(self, aid: str) -> dict[str, int]:
+        """An activity's number of confirmed orders and of cancelled ones."""
         self.ready()
         with self.engine.connect() as conn:
             rows = conn.execute(
@@ -191,6 +202,7 @@ class OrderBook:
         return {CONFIRMED: found.get(CONFIRMED, 0), CANCELLED: found.get(CANCELLED, 0)}
 
     def orders_of(self, aid: str) -> list[StoredOrder]:
+        """Every stored order of an activity, oldest first."""
         self.ready()
         with self.engine.connect() as conn:
             rows = conn.execute(

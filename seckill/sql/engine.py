@@ -9,6 +9,7 @@ from sqlalchemy.engine import make_url
 
 
 def make_engine(url: str) -> sa.Engine:
+    """An engine for ``url``: SQLite (its folder created), or pooled (PostgreSQL via psycopg 3)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
@@ -20,5 +21,6 @@ def make_engine(url: str) -> sa.Engine:
 
 
 def ping(engine: sa.Engine) -> None:
+    """Run ``SELECT 1``: raises if the database cannot be reached."""
     with engine.connect() as conn:
         conn.execute(sa.text("SELECT 1"))

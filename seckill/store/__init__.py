@@ -1,0 +1,2 @@
+"""The sale's state in Redis: key names, the Lua scripts, the stock decision, the sold-out
+flags, each process's activity copies, and recovery from the database."""

@@ -17,11 +17,11 @@ STAGING_TTL_MS = 600_000  # a creation that dies half-way leaves nothing behind 
 
 
 def push(
-    client: redis.Redis, key: str, packets: list[int], progress: packets.Progress | None = None
+    client: redis.Redis, key: str, amounts: list[int], progress: packets.Progress | None = None
 ) -> None:
     """RPUSH the packets onto ``key`` (a staging key: see ``lua/create_activity.lua``), in
     chunks, a few chunks per round trip. The key expires unless it is published."""
-    total = len(packets)
+    total = len(amounts)
     step = PUSH_CHUNK * PIPELINE_CHUNKS
     if progress is not None:
         progress(0, total)
@@ -29,7 +29,7 @@ def push(
         pipe = client.pipeline(transaction=False)
         end = min(start + step, total)
         for chunk in range(start, end, PUSH_CHUNK):
-            pipe.rpush(key, *packets[chunk : min(chunk + PUSH_CHUNK, end)])
+            pipe.rpush(key, *amounts[chunk : min(chunk + PUSH_CHUNK, end)])
         pipe.pexpire(key, STAGING_TTL_MS)
         pipe.execute()
         if progress is not None:
@@ -80,9 +80,11 @@ class ActivityStore:
         return created == 1
 
     def exists(self, aid: str) -> bool:
+        """Whether Redis holds the activity (its meta hash)."""
         return bool(self.client.exists(self.keys.meta(aid)))
 
     def load(self, aid: str) -> Activity | None:
+        """The activity from its meta hash, or None if Redis does not hold it."""
         fields = self.client.hgetall(self.keys.meta(aid))
         if not fields:
             return None

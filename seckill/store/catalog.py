@@ -15,6 +15,7 @@ from seckill.store.activities import ActivityStore
 def create_activity(
     book: OrderBook, store: ActivityStore, activity: Activity, progress: Progress | None = None
 ) -> None:
+    """Save a new activity in the database, then put its stock (or packets) into Redis."""
     try:
         held = store.exists(activity.id)
     except redis.RedisError:

@@ -1,9 +1,11 @@
-"""Redis plumbing: the connection pool, the key space, and the Lua scripts.
+"""Redis plumbing: the connection pool, the background clients, and the purchase's wire.
 
 One blocking pool per process, sized for gevent (thousands of greenlets share a few hundred
 connections and wait for one instead of failing with ``MaxConnectionsError``), with short
 socket timeouts and **no retries**: redis-py 8 retries on timeouts by default, and a retried
 EVALSHA is a second purchase. Callers decide what a failure means (a purchase fails closed).
+
+Key names live in ``seckill.store.keys``, the Lua scripts in ``seckill.store.scripts``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from seckill.config import Settings
 
 
 def make_pool(settings: Settings) -> redis.BlockingConnectionPool:
+    """The process's blocking pool of the requests' connections, with no retries (see above)."""
     kwargs = redis.connection.parse_url(settings.redis_url)
     connection_class = kwargs.pop("connection_class", redis.Connection)
     return redis.BlockingConnectionPool(
@@ -71,14 +74,10 @@ class Wire:
     """The purchase's one round trip: its commands (EVALSHA, then WAITAOF when the durability
     mode asks for it) written in one send on a connection of its own, every reply read back.
 
-    Why not redis-py's ``Pipeline`` on the pool: for this one call it costs about twice the CPU
-    (``python -m bench.wire``: ~130 µs against ~70 µs per purchase), mostly the pool's
-    check-out bookkeeping and a non-blocking read on every connection it hands out, which
-    guards against a reply left unread by an earlier caller. Here a connection goes back to
-    the idle stack only after each of its replies was read; any failure in between (timeout,
-    reset) disconnects and drops it, so a late reply can never be taken for the next
-    purchase's answer. The connections are redis-py's own (same URL, timeouts, RESP parser),
-    at most ``limit`` of them, opened on demand; a caller waits up to ``wait`` seconds for one.
+    It costs less CPU than redis-py's ``Pipeline`` on the pool, and a connection goes back to
+    the idle stack only once each of its replies was read (any failure drops it), so a late
+    reply is never taken for the next purchase's answer. At most ``limit`` connections; a
+    caller waits up to ``wait`` seconds for one. Why, in detail: docs/internals.md.
     """
 
     def __init__(self, pool: redis.ConnectionPool, limit: int, wait: float) -> None:
@@ -132,5 +131,6 @@ class Wire:
         return replies
 
     def close(self) -> None:
+        """Disconnect the idle connections."""
         while self._idle:
             self._idle.pop().disconnect()

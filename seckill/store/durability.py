@@ -1,21 +1,10 @@
 """Making a 200 mean "on disk": WAITAOF after every successful write.
 
-``SECKILL_DURABILITY``:
-
-* ``local`` (default): after a purchase or cancellation wrote, ``WAITAOF 1 0 <timeout>``
-  confirms the write reached this Redis's AOF on disk before the gateway answers 200. It
-  holds even on a server configured with ``appendfsync everysec``. Needs Redis/Valkey >= 7.2
-  with ``appendonly yes``.
-* ``replica``: also waits for one replica's AOF (``WAITAOF 1 1``).
-* ``none``: answer as soon as the script has run (the AOF policy of the server decides).
-
-WAITAOF only waits for writes made on *its own connection*, so it is sent in the same
-pipeline as the script (one round trip, one connection). A rejection wrote nothing, and
-WAITAOF returns at once for it.
-
-When the server cannot do it (Redis 7.0 has no WAITAOF; AOF disabled), the gateway says so
-clearly in its log the first time and carries on as ``none``: refusing every purchase would be
-worse than the server's own durability.
+``SECKILL_DURABILITY`` is ``local`` (the default: this Redis's AOF), ``replica`` (one replica's
+AOF too) or ``none``. WAITAOF only waits for writes made on its own connection, so it is sent
+with the script, in one round trip. A server that cannot do it (no WAITAOF, AOF off) is named
+in the log once and the gateway carries on as ``none``: refusing every purchase would be worse.
+The modes in detail: docs/internals.md.
 """
 
 from __future__ import annotations
@@ -31,6 +20,8 @@ MODES = ("none", "local", "replica")
 
 
 class Durability:
+    """The durability mode in effect: whether a write is followed by WAITAOF, and its check."""
+
     def __init__(self, mode: str, timeout_ms: int = 1500) -> None:
         if mode not in MODES:
             raise ValueError(f"durability must be one of {MODES}, got {mode!r}")
@@ -42,9 +33,11 @@ class Durability:
 
     @property
     def needs(self) -> tuple[int, int]:
+        """The (local, replica) AOF counts a write must reach: WAITAOF's first two arguments."""
         return (0, 0) if self.mode == "none" else (1, 1 if self.mode == "replica" else 0)
 
     def waits(self, client: redis.Redis) -> bool:
+        """Whether a write is followed by WAITAOF (the server is probed on first use)."""
         if not self._probed:
             self.probe(client)
         return self.mode != "none"

@@ -21,15 +21,19 @@ class KeySpace:
         self.prefix = prefix
 
     def meta(self, aid: str) -> str:
+        """Hash: the activity's metadata and its stock (remaining, sold, seq)."""
         return f"{self.prefix}:{{{aid}}}:meta"
 
     def buyers(self, aid: str) -> str:
+        """Hash: user id -> their live order id (suffixed once it is in the database)."""
         return f"{self.prefix}:{{{aid}}}:buyers"
 
     def orders(self, aid: str) -> str:
+        """Stream: the activity's decided orders and cancellations, for the orders worker."""
         return f"{self.prefix}:{{{aid}}}:orders"
 
     def cancelled(self, aid: str) -> str:
+        """Hash: user id -> their latest cancelled order id."""
         return f"{self.prefix}:{{{aid}}}:cancelled"
 
     def packets(self, aid: str) -> str:
@@ -45,12 +49,15 @@ class KeySpace:
         return f"{self.prefix}:{{{aid}}}:amounts"
 
     def dead_letters(self, aid: str) -> str:
+        """Stream: the entries the orders worker could not store, each with the reason."""
         return f"{self.prefix}:{{{aid}}}:dead"
 
     def rebuild_lock(self, aid: str) -> str:
+        """String: the lock held by the one gateway rebuilding the activity from the database."""
         return f"{self.prefix}:{{{aid}}}:rebuild-lock"
 
     def activity_keys(self, aid: str) -> list[str]:
+        """The KEYS of ``lua/purchase.lua``."""
         return [self.meta(aid), self.buyers(aid), self.orders(aid)]
 
     def grab_keys(self, aid: str) -> list[str]:

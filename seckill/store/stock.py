@@ -31,6 +31,8 @@ log = logging.getLogger("seckill.stock")
 
 
 class StockService:
+    """The stock's decisions on Redis: purchases, order status, cancels, restocks, stats."""
+
     def __init__(
         self,
         client: redis.Redis,
@@ -57,7 +59,7 @@ class StockService:
 
     def _run(self, script: Any, keys: list[str], args: list[Any]) -> Any:
         """Run a writing script, followed on the same connection by WAITAOF when the
-        durability mode asks for it, in one round trip (:class:`seckill.store.Wire`). Returns
+        durability mode asks for it, in one round trip (:class:`seckill.store.connection.Wire`). Returns
         the script's reply; raises Unavailable when the reply was not read or the write could
         not be confirmed on disk."""
         try:
@@ -111,6 +113,7 @@ class StockService:
     # -- order status and cancellation -------------------------------------------------
 
     def order_status(self, aid: str, uid: str, restore: bool = True) -> OrderStatus:
+        """A buyer's order on an activity, from Redis (the activity rebuilt if Redis lost it)."""
         try:
             pipe = self.client.pipeline(transaction=False)
             pipe.hget(self.keys.buyers(aid), uid)
@@ -213,6 +216,7 @@ class StockService:
         return total, remaining
 
     def announce_stock_returned(self, aid: str) -> None:
+        """Tell every process that units of ``aid`` came back (they drop its sold-out flag)."""
         try:
             self.client.publish(self.keys.stock_returned_channel(), aid)
         except redis.RedisError:
@@ -220,6 +224,7 @@ class StockService:
                         "sold-out flags finds it within SECKILL_SOLD_OUT_TTL", aid)
 
     def stats(self, aid: str) -> Stats | None:
+        """An activity's numbers, from Redis and the database; None if the activity is unknown."""
         pipe = self.client.pipeline(transaction=False)
         pipe.hmget(self.keys.meta(aid), "total", "remaining", "sold", "kind", "amount",
                    "amount_given")

@@ -81,10 +81,11 @@ class ColdLimits:
         return cast(F, self.limiter.limit(self.settings.status_rate, key_func=_user_key)(view))
 
     def operator(self, blueprint: Blueprint) -> None:
-        """Limit every route of the operator's blueprint."""
-        self.limiter.limit(self.settings.admin_rate, key_func=_operator_key)(blueprint)
+        """Limit the operator's routes, all of them on one budget."""
+        self.limiter.shared_limit(self.settings.admin_rate, scope="operator",
+                                  key_func=_operator_key)(blueprint)
 
     def _refused(self, exc: RateLimitExceeded) -> Response:
         limit = self.limiter.current_limit
-        wait_ms = 1000.0 if limit is None else (limit.reset_at - time.time()) * 1000
+        wait_ms = 1000.0 if limit is None else (limit.window[0] - time.time()) * 1000
         return error_response(errors.RateLimited.after_ms(wait_ms))
