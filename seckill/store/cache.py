@@ -48,32 +48,9 @@ class ActivityCache:
 
     They let the edge answer unknown-activity, before-start, after-end and sold-out requests
     with no Redis round trip, and **no request ever waits on Redis for an activity this
-    process already has a copy of**:
-
-    * a request is answered from the copy this process has, however old;
-    * only an id this process has no copy of (first sight, or after :meth:`forget`) is loaded
-      by a request: one HGETALL, plus the rebuild from the database when Redis has lost the
-      activity (``restore``, see seckill.recovery). Requests for the same id meanwhile wait for
-      that one load instead of repeating it. Unknown ids get a copy too (None), at most
-      10,000 copies in all (the unknown ones go first);
-    * a background thread reloads, every ``interval`` seconds (``SECKILL_META_TTL``), the
-      copies that requests read since its previous round, pipelined (a round trip per 500),
-      on connections of its own (``seckill-background-activities``). It starts with the first
-      read of a copy, stops after 60 rounds with none read (the next read starts it again),
-      and on :meth:`close`. A copy whose activity Redis no longer holds is dropped, so that
-      the next request rebuilds it;
-    * :meth:`forget` drops copies at once, and the next request loads fresh data: this
-      process's operator changes call it, and so does the sold-out board whenever units come
-      back or its listener reconnects (so returned units are offered again at once, not a
-      round later). :meth:`note_remaining` folds in what the purchase script just said.
-
-    An old copy is harmless: the purchase script re-checks the window, the stock and the
-    buyer on Redis's own data and clock, so a stale copy can refuse early or let a request
-    through to the script, never sell what should not be sold. An activity's window does not
-    change once created, and its stock reaches this process through its own purchases, the
-    sold-out board and the refresher: a copy in use is at most about two rounds old while
-    Redis answers, and a copy that nobody read for a while is refreshed the round after it is
-    read again.
+    process already has a copy of**: only an id with no copy is loaded by a request. An old
+    copy is harmless: the purchase script re-checks the window, the stock and the buyer on
+    Redis's own data. How copies are loaded, refreshed and dropped: docs/internals.md.
     """
 
     def __init__(
@@ -82,7 +59,7 @@ class ActivityCache:
         self.store = store
         self.interval = interval
         # Called when Redis has no meta for an id: rebuilds it from the database if the
-        # database knows it (see seckill.recovery); returns whether it exists.
+        # database knows it (see seckill.store.recovery); returns whether it exists.
         self.restore = restore
         self._copies: dict[str, _Copy] = {}
         self._first_loads: dict[str, _FirstLoad] = {}
@@ -92,6 +69,7 @@ class ActivityCache:
         self._background = background_client(store.client, "activities")
 
     def get(self, aid: str) -> Activity | None:
+        """The copy of the activity (None: unknown id); an id with no copy is loaded now."""
         copy = self._copies.get(aid)
         if copy is None:
             return self._first_sight(aid)
@@ -101,6 +79,7 @@ class ActivityCache:
         return copy.activity
 
     def require(self, aid: str) -> Activity:
+        """The copy of the activity; UnknownActivity if the id is malformed or unknown."""
         if not is_activity_id(aid):
             raise errors.UnknownActivity(activity=aid[:80])
         activity = self.get(aid)
@@ -126,6 +105,7 @@ class ActivityCache:
                 self._first_loads.pop(aid, None)  # a load begun before the change: not kept
 
     def close(self) -> None:
+        """Stop the refresher and close its connections."""
         self._closed.set()
         refresher = self._refresher
         if refresher is not None:

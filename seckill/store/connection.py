@@ -23,7 +23,7 @@ from seckill.config import Settings
 
 
 def make_pool(settings: Settings) -> redis.BlockingConnectionPool:
-    """The process's blocking pool of the requests' connections, with no retries (see above)."""
+    """The process's blocking pool of the requests' connections, with no retries."""
     kwargs = redis.connection.parse_url(settings.redis_url)
     connection_class = kwargs.pop("connection_class", redis.Connection)
     return redis.BlockingConnectionPool(

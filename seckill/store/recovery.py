@@ -1,24 +1,10 @@
 """Rebuilding an activity's Redis state from the database when Redis has lost it.
 
-Redis can come back empty: a FLUSHALL, a new replica promoted with no data, a server restarted
-without its AOF. The purchase script then answers ``uninitialized`` (never "sold out", never
-"unlimited"), and the gateway rebuilds the activity from the database, the source of truth:
-
-* buyers: every live (confirmed) order, marked confirmed;
-* remaining: ``total - units held by live orders``; sold: the units held;
-* the latest cancelled order per user, so order status still says ``cancelled``;
-* the order sequence continues after the highest one stored;
-* red-envelope packets: the split is re-derived from the activity's seed; the list gets the
-  packets no live grab holds (the split's multiset minus the live grabs' amounts: a cancelled
-  grab's packet is back in it), the amounts hash and ``amount_given`` the live grabs'.
-
-Only one gateway rebuilds: a lock taken with ``SET NX PX`` and released with a compare-and-
-delete script (a slow rebuild whose lock expired cannot delete someone else's). The others
-wait briefly for the meta hash to appear, or answer 503.
-
-Orders that were decided but not yet stored by the worker when Redis lost its data are lost
-with it; with ``appendfsync always`` and an AOF, a crash does not lose them (the durability
-tests show it) — only an operator wiping Redis does.
+Redis can come back empty (a FLUSHALL, a replica promoted with no data, a restart without its
+AOF). The purchase script then answers ``uninitialized``, never "sold out" nor "unlimited", and
+the gateway rebuilds the activity from the database, the source of truth. One gateway rebuilds,
+under a lock; the others wait briefly or answer 503. What is rebuilt, and what can be lost:
+docs/internals.md.
 """
 
 from __future__ import annotations
@@ -48,6 +34,8 @@ _CHUNK = 1000
 
 @dataclasses.dataclass(frozen=True)
 class RebuildReport:
+    """What a rebuild found in the database and wrote to Redis (or found already there)."""
+
     activity: str
     rebuilt: bool
     total: int | None
@@ -58,6 +46,7 @@ class RebuildReport:
     amount_given: int | None = None
 
     def body(self) -> dict[str, Any]:
+        """The report as a JSON-ready dict."""
         return dataclasses.asdict(self)
 
 
@@ -85,6 +74,8 @@ class KnownActivities:
 
 
 class Restorer:
+    """Puts an activity's state back into Redis from the database, one gateway at a time."""
+
     def __init__(
         self, client: redis.Redis, keys: KeySpace, scripts: Scripts, book: OrderBook,
         wait_seconds: float = 3.0,

@@ -1,46 +1,12 @@
 """The in-process sold-out flag: most of a flash-sale crowd arrives after the last unit went.
 
-When the purchase script says "sold out", this process flags the activity, with its winners
-(read once, with the HGETALL of the buyers hash). From then on a purchase is answered at the
-edge with **no Redis call**: a winner repeating their purchase gets 409 ``already_purchased``
-with their order id (the contract's idempotent repeat), everyone else 410 ``sold_out``. A flag
-does not expire, and no request re-checks it: keeping flags honest is background work.
-
-A flag is dropped
-
-* at once in every process when units come back: a cancellation or a restock publishes the
-  activity id on a pub/sub channel, which each process's listener thread hears;
-* when a purchase goes through in this process (:meth:`note_sale`);
-* all flags, whenever the listener subscribes again after a failure: messages may have been
-  missed while it was away;
-* by the **background check**, for messages lost anyway (a publish that failed after its
-  cancel, a connection that died without an error). Every ``ttl`` seconds
-  (``SECKILL_SOLD_OUT_TTL``) the listener's thread reads the ``remaining``, ``sold`` and
-  ``seq`` of every flagged activity (one HMGET each, one round trip in all, on connections of
-  its own named ``seckill-background-sold-out``) and drops each flag whose fields changed
-  since it was raised. Every return of units changes ``remaining`` or ``sold`` and every sale
-  ``seq``, so a unit cancelled and sold again meanwhile (the same ``remaining``, but other
-  winners) is caught too; the winners were read in the same MULTI as those fields;
-* when no request consulted it for a minute (``10 * ttl`` if longer): the next "sold out"
-  raises it again, and the check's cost follows the activities in use, not every activity
-  that ever sold out.
-
-So while the background check works, a flag outlives the state it stands for by at most
-``ttl`` plus a round of the check, and no request ever asks Redis about it. A slow round (a
-starved thread under load) only delays that bound; it does not send requests to Redis.
-
-When the check cannot work (its last round failed: Redis unreachable; or its thread ended),
-nothing keeps the flags honest, and a flag must not hold forever on trust. Then **one**
-request per second and flag does the check's read itself, on the requests' connections (and
-restarts a dead listener thread): unchanged, the flag keeps answering; changed, it is dropped
-and that request goes on to the purchase script; if the read fails, that request goes to the
-script, the authority (a 503 while Redis is down). The rest of the crowd keeps the flag's
-answer meanwhile rather than pile onto a Redis that may be down: nothing can be sold or given
-back without Redis, and a message missed during an outage is covered by the drop at
-re-subscription. A flag is then wrong for at most about a second.
-
-Activities with more than ``max_winners`` buyers are flagged without the winners list; their
-purchases then still go to the script (one round trip) rather than hold a huge copy here.
+When the purchase script says "sold out", this process flags the activity, with its winners.
+From then on a purchase is answered at the edge with **no Redis call**: a winner repeating
+their purchase gets 409 ``already_purchased`` with their order id, everyone else 410
+``sold_out``. No request re-checks a flag: keeping flags honest is background work (a pub/sub
+listener drops a flag when units come back; a check every ``ttl`` seconds drops the flags whose
+state changed). Only while that work fails does one request per second and flag re-check it.
+When a flag is dropped, and how long it can be wrong: docs/internals.md.
 """
 
 from __future__ import annotations
@@ -86,6 +52,8 @@ class _Flag:
 
 
 class SoldOutBoard:
+    """This process's sold-out flags, with the listener and the check that keep them honest."""
+
     def __init__(
         self, client: redis.Redis, keys: KeySpace, ttl: float = 2.0, max_winners: int = 200_000
     ) -> None:
@@ -115,7 +83,7 @@ class SoldOutBoard:
     @property
     def vouched(self) -> bool:
         """Whether the background check keeps the flags honest (its thread runs and its last
-        round worked); if not, requests re-check them (see the module docstring)."""
+        round worked); if not, requests re-check them (docs/internals.md)."""
         return self._vouched
 
     # -- the hot path --------------------------------------------------------------------
@@ -146,7 +114,7 @@ class SoldOutBoard:
 
     def _recheck(self, aid: str, flag: _Flag) -> _Flag | None:
         """The fallback while the background check is not working: one request a second reads
-        the flag's state itself (see the module docstring)."""
+        the flag's state itself (docs/internals.md)."""
         now = time.monotonic()
         with self._recheck_lock:
             if now - flag.rechecked < 1.0:
@@ -218,6 +186,7 @@ class SoldOutBoard:
         self._flags.pop(aid, None)
 
     def clear(self, aid: str | None = None) -> None:
+        """Drop the flag of ``aid`` (every flag: None) and tell the ``on_clear`` callbacks."""
         self._clears += 1
         if aid is None:
             self._flags.clear()
@@ -318,6 +287,7 @@ class SoldOutBoard:
                 pubsub.close()
 
     def close(self) -> None:
+        """Stop the listener thread and close its connections."""
         self._stop.set()
         if self._listener is not None:
             self._listener.join(timeout=3)

@@ -59,9 +59,9 @@ class StockService:
 
     def _run(self, script: Any, keys: list[str], args: list[Any]) -> Any:
         """Run a writing script, followed on the same connection by WAITAOF when the
-        durability mode asks for it, in one round trip (:class:`seckill.store.connection.Wire`). Returns
-        the script's reply; raises Unavailable when the reply was not read or the write could
-        not be confirmed on disk."""
+        durability mode asks for it, in one round trip (:class:`seckill.store.connection.Wire`).
+        Returns the script's reply; raises Unavailable when the reply was not read or the write
+        could not be confirmed on disk."""
         try:
             after: list[tuple[Any, ...]] = []
             if self.durability.waits(self.client):

@@ -1,0 +1,1 @@
+"""HTTP: the app factory, the hot routes, the cold routes and their limits, one error mapping."""

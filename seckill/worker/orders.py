@@ -1,18 +1,10 @@
 """The orders worker: every activity's order stream into the database, exactly once.
 
-Loop: read new entries through one consumer group (``XREADGROUP ... BLOCK``, so the stop flag
-is seen at least every ``block_ms``), store them in one transaction (idempotent inserts), then
-``XACK``, then mark the buyers confirmed in Redis. Acknowledging only after the commit means a
-crash anywhere leaves the entries pending; ``XAUTOCLAIM`` hands entries that a dead consumer
-left pending to a live one, and a redelivered entry changes nothing in the database.
-
-* bad data (an entry that cannot be an order) goes to the activity's dead-letter stream with
-  the reason, is acknowledged, and is counted; it never blocks the rest. An entry the database
-  rejects ``max_deliveries`` times goes the same way.
-* database down: the batch stays pending, the worker retries with backoff and says so in its
-  log; nothing is read ahead, nothing is lost.
-* acknowledged entries are trimmed by id (``XTRIM MINID``), never by length.
-* first SIGTERM/SIGINT: finish the batch in hand (store, acknowledge), then exit; second: exit now.
+Entries are read through one consumer group, stored in one transaction (idempotent inserts),
+and acknowledged only after the commit: a crash anywhere leaves them pending for a live
+consumer, and a redelivered entry changes nothing in the database. An entry that cannot be an
+order is dead-lettered rather than retried forever. The loop and its failure cases, step by
+step: docs/internals.md.
 """
 
 from __future__ import annotations
@@ -45,6 +37,8 @@ GROUP = "orders-worker"
 Entry = tuple[str, dict[str, str]]
 
 class OrdersWorker:
+    """One consumer of the group: moves the activities' order streams into the database."""
+
     def __init__(
         self,
         client: redis.Redis,
@@ -81,6 +75,7 @@ class OrdersWorker:
     # -- streams and groups --------------------------------------------------------------
 
     def refresh_streams(self, force: bool = False) -> None:
+        """Follow new activities' streams (at most every ``refresh_seconds``, unless ``force``)."""
         if not force and time.monotonic() - self._refreshed_at < self.refresh_seconds:
             return
         self._refreshed_at = time.monotonic()
@@ -96,6 +91,7 @@ class OrdersWorker:
         self.ensure_groups()
 
     def ensure_groups(self) -> None:
+        """Create the consumer group on every followed stream that does not have it yet."""
         for stream in self._streams:
             if stream in self._grouped:
                 continue
@@ -110,6 +106,7 @@ class OrdersWorker:
     # -- the loop ------------------------------------------------------------------------
 
     def run(self, stop: StopFlag) -> None:
+        """Run cycles until ``stop`` is set, waiting out Redis outages."""
         log.info("orders worker %s started", self.consumer)
         while not stop:
             try:
@@ -167,6 +164,7 @@ class OrdersWorker:
         return kept
 
     def handle(self, batch: list[tuple[str, list[Entry]]], stop: StopFlag | None) -> int:
+        """Parse a batch, dead-letter the poison, store the rest; returns the entries seen."""
         rows: list[tuple[str, str, OrderRow]] = []
         cancels: list[tuple[str, str, Cancel]] = []
         seen = 0
@@ -193,6 +191,7 @@ class OrdersWorker:
         cancels: list[tuple[str, str, Cancel]],
         stop: StopFlag | None,
     ) -> None:
+        """Store and acknowledge a batch (one transaction), retrying while the database is down."""
         delay = 0.2
         while True:
             try:
@@ -270,6 +269,7 @@ class OrdersWorker:
     def dead_letter(
         self, stream: str, aid: str, entry_id: str, fields: dict[str, Any], reason: str
     ) -> None:
+        """Move an entry to its activity's dead-letter stream, with the reason; acknowledge it."""
         log.error("dead-lettering %s %s: %s", stream, entry_id, reason)
         pipe = self.client.pipeline(transaction=True)  # one slot: same {aid} hash tag
         pipe.xadd(self.keys.dead_letters(aid), {
@@ -343,6 +343,7 @@ def _aid_of_stream(stream: str) -> str:
 
 
 def pending_total(client: redis.Redis, streams: Iterable[str]) -> int:
+    """How many entries of ``streams`` the group has read but not yet acknowledged."""
     total = 0
     for stream in streams:
         try:

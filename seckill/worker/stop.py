@@ -17,6 +17,7 @@ class StopFlag:
         self.event = threading.Event()
 
     def install(self) -> None:
+        """Make SIGTERM and SIGINT set this flag (and a second one exit at once)."""
         signal.signal(signal.SIGTERM, self._handle)
         signal.signal(signal.SIGINT, self._handle)
 
