@@ -10,11 +10,14 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from seckill.config import Settings
 from seckill.domain import errors
 from seckill.ops.up import redact_url
+
+if TYPE_CHECKING:
+    from seckill.services import Services
 
 
 class Failure(RuntimeError):
@@ -25,9 +28,13 @@ class Failure(RuntimeError):
 
 
 @contextmanager
-def _services() -> Iterator[Any]:
+def _services() -> Iterator[Services]:
     """The gateway's own services (Redis pool, database, activity store) on this environment,
-    so that the commands below take exactly the admin API's path."""
+    so that the commands below take exactly the admin API's path; a store that cannot be
+    reached inside the block becomes a :class:`Failure` that says which and where."""
+    import redis
+    import sqlalchemy as sa
+
     from seckill.services import Services
 
     # These commands use no secret: read the rest of the configuration without requiring one.
@@ -35,8 +42,18 @@ def _services() -> Iterator[Any]:
     services = Services.build(settings)
     try:
         yield services
+    except (redis.RedisError, sa.exc.OperationalError) as exc:
+        raise _store_failure(settings, exc) from None
     finally:
         services.close()
+
+
+def _activity_id(text: str) -> str:
+    from seckill.domain.activities import is_activity_id
+
+    if not is_activity_id(text):
+        raise errors.BadRequest(f"activity id must match [A-Za-z0-9_-]{{1,64}}, got {text!r}")
+    return text
 
 
 def _store_failure(settings: Settings, exc: Exception) -> Failure:
@@ -97,9 +114,6 @@ def _activity_body(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_activity_create(args: argparse.Namespace) -> int:
     """``seckill activity create``: validate and create an activity, then print it."""
-    import redis
-    import sqlalchemy as sa
-
     from seckill.domain.activities import PACKETS, now_ms, parse_new_activity
     from seckill.ops.progress import ProgressBar
     from seckill.store import catalog
@@ -113,28 +127,19 @@ def cmd_activity_create(args: argparse.Namespace) -> int:
             catalog.create_activity(services.book, services.activities, activity, progress)
         except errors.ActivityExists:
             raise Failure(f"activity {activity.id!r} already exists") from None
-        except (redis.RedisError, sa.exc.OperationalError) as exc:
-            raise _store_failure(services.settings, exc) from None
     print(json.dumps(activity.public(now_ms()), indent=2))
     return 0
 
 
 def cmd_activity_show(args: argparse.Namespace) -> int:
     """``seckill activity show``: print an activity (rebuilt from the database if Redis lost it)."""
-    import redis
-    import sqlalchemy as sa
+    from seckill.domain.activities import now_ms
 
-    from seckill.domain.activities import is_activity_id, now_ms
-
-    if not is_activity_id(args.id):
-        raise errors.BadRequest(f"activity id must match [A-Za-z0-9_-]{{1,64}}, got {args.id!r}")
+    _activity_id(args.id)
     with _services() as services:
-        try:
-            # Through the cache, as GET /seckill/activities/<aid>: rebuilt from the database
-            # if Redis has lost it.
-            activity = services.cache.get(args.id)
-        except (redis.RedisError, sa.exc.OperationalError) as exc:
-            raise _store_failure(services.settings, exc) from None
+        # Through the cache, as GET /seckill/activities/<aid>: rebuilt from the database
+        # if Redis has lost it.
+        activity = services.cache.get(args.id)
     if activity is None:
         raise Failure(f"no activity {args.id!r}")
     print(json.dumps(activity.public(now_ms()), indent=2))
@@ -145,13 +150,9 @@ def cmd_activity_restock(args: argparse.Namespace) -> int:
     """``seckill activity restock``: add (or remove unsold) units, then print the activity."""
     import dataclasses
 
-    import redis
-    import sqlalchemy as sa
+    from seckill.domain.activities import MAX_TOTAL, now_ms
 
-    from seckill.domain.activities import MAX_TOTAL, is_activity_id, now_ms
-
-    if not is_activity_id(args.id):
-        raise errors.BadRequest(f"activity id must match [A-Za-z0-9_-]{{1,64}}, got {args.id!r}")
+    _activity_id(args.id)
     if abs(args.units) > MAX_TOTAL:
         raise errors.BadRequest(f"units must be in -{MAX_TOTAL}..{MAX_TOTAL}")
     with _services() as services:
@@ -161,8 +162,6 @@ def cmd_activity_restock(args: argparse.Namespace) -> int:
             if found is None:
                 raise Failure(f"no activity {args.id!r}")
             total, remaining = services.stock.restock(found.id, args.units)
-        except (redis.RedisError, sa.exc.OperationalError) as exc:
-            raise _store_failure(services.settings, exc) from None
         except errors.InsufficientStock as exc:
             raise Failure(f"{exc.code}: {exc.message}") from None
     updated = dataclasses.replace(found, total=total, remaining=remaining)
@@ -183,14 +182,10 @@ def units_arg(text: str) -> int:
 
 def cmd_order_cancel(args: argparse.Namespace) -> int:
     """``seckill order cancel``: cancel an order (its stock goes back), print the result."""
-    import redis
-    import sqlalchemy as sa
 
     with _services() as services:
         try:
             remaining = services.stock.cancel(args.order_id)  # the admin API's path
-        except (redis.RedisError, sa.exc.OperationalError) as exc:
-            raise _store_failure(services.settings, exc) from None
         except (errors.UnknownOrder, errors.AlreadyCancelled) as exc:
             raise Failure(f"{exc.code}: {exc.message}") from None
     print(json.dumps({"status": "cancelled", "order_id": args.order_id, "remaining": remaining}))
@@ -199,19 +194,12 @@ def cmd_order_cancel(args: argparse.Namespace) -> int:
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
     """``seckill reconcile``: compare Redis with the database (``--repair``: rebuild), print it."""
-    import redis
-    import sqlalchemy as sa
-
-    from seckill.domain.activities import is_activity_id
     from seckill.store.recovery import reconcile
 
-    if not is_activity_id(args.id):
-        raise errors.BadRequest(f"activity id must match [A-Za-z0-9_-]{{1,64}}, got {args.id!r}")
+    _activity_id(args.id)
     with _services() as services:
         try:
             report = reconcile(services.restorer, args.id, repair=args.repair)
-        except (redis.RedisError, sa.exc.OperationalError) as exc:
-            raise _store_failure(services.settings, exc) from None
         except errors.UnknownActivity:
             raise Failure(f"no activity {args.id!r} in the database") from None
     print(json.dumps(report, indent=2))
