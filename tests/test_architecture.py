@@ -44,6 +44,13 @@ def test_ruff_is_clean_docstrings_included() -> None:
     assert result.returncode == 0, result.stdout[-3000:]
 
 
+def test_mypy_is_clean() -> None:
+    """The types hold across the layers (strict as pyproject.toml sets it)."""
+    result = subprocess.run([str(BIN / "mypy"), "--no-incremental"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
 def test_lua_is_found_in_one_place_and_the_sale_scripts_share_their_opening() -> None:
     assert resource_dir("lua").resolve() == (ROOT / "lua").resolve()
     for name in ("purchase", "grab"):

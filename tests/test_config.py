@@ -134,6 +134,10 @@ def test_defaults():
     assert settings.env == "production"
     assert settings.url_ttl == 60
     assert settings.user_rate == "5/second"
+    assert settings.user_rates == ((5, 1000),)
+    assert (settings.status_rate, settings.admin_rate) == ("10/second", "100/second")
+    assert (settings.worker_batch, settings.worker_block_ms,
+            settings.worker_claim_idle_ms) == (500, 500, 30_000)
     assert settings.generated == ()
     assert settings.behind_proxy is False
 
@@ -147,6 +151,12 @@ def test_defaults():
     ("SECKILL_BEHIND_PROXY", "yes", "behind_proxy", True),
     ("SECKILL_BEHIND_PROXY", "0", "behind_proxy", False),
     ("SECKILL_USER_RATE", "10/second;100/minute", "user_rate", "10/second;100/minute"),
+    ("SECKILL_USER_RATE", "10/second;100/minute", "user_rates", ((10, 1000), (100, 60000))),
+    ("SECKILL_STATUS_RATE", "2/second", "status_rate", "2/second"),
+    ("SECKILL_ADMIN_RATE", "30/minute", "admin_rate", "30/minute"),
+    ("SECKILL_WORKER_BATCH", "25", "worker_batch", 25),
+    ("SECKILL_WORKER_BLOCK_MS", "100", "worker_block_ms", 100),
+    ("SECKILL_WORKER_CLAIM_IDLE_MS", "300", "worker_claim_idle_ms", 300),
     ("SECKILL_ENV", " Production ", "env", "production"),
     ("SECKILL_KEY_PREFIX", "shop1", "key_prefix", "shop1"),
 ])
@@ -177,6 +187,12 @@ def test_typed_values(name, raw, attribute, value):
     ("SECKILL_USER_RATE", "lots"),
     ("SECKILL_USER_RATE", "5 a second"),
     ("SECKILL_USER_RATE", "-1/second"),
+    ("SECKILL_STATUS_RATE", "often"),
+    ("SECKILL_ADMIN_RATE", "5 per fortnight"),
+    ("SECKILL_WORKER_BATCH", "0"),
+    ("SECKILL_WORKER_BATCH", "lots"),
+    ("SECKILL_WORKER_BLOCK_MS", "-1"),
+    ("SECKILL_WORKER_CLAIM_IDLE_MS", "1.5"),
 ])
 def test_coercion_errors_name_the_variable(name, raw):
     assert name in refused(production(**{name: raw}))
