@@ -12,6 +12,8 @@ from seckill.domain import errors
 from seckill.domain.activities import USER_ID
 
 ALGORITHMS = ["HS256"]  # pinned: "none", RS256-with-a-public-key-as-secret etc. are rejected
+TIME_CLAIMS = ("exp", "nbf", "iat")
+MAX_NUMERIC_DATE = 2**53  # JSON's safe integers; a larger "date" is not one a login service mints
 
 
 def bearer(header: str | None) -> str:
@@ -43,10 +45,21 @@ def verify_user_jwt(token: str, secret: str, leeway: int = 0) -> tuple[str, int]
         raise errors.Unauthenticated(f"the token lacks the {exc.claim!r} claim") from None
     except jwt.InvalidTokenError:
         raise errors.Unauthenticated("the token is malformed or wrongly signed") from None
+    for name in TIME_CLAIMS:
+        if name in claims and not is_numeric_date(claims[name]):
+            raise errors.Unauthenticated(f"the token's {name!r} claim is not a number of seconds")
     sub = claims.get("sub")
     if not isinstance(sub, str) or USER_ID.fullmatch(sub) is None:
         raise errors.Unauthenticated("the token's sub is not a valid user id")
     return sub, int(claims["exp"])
+
+
+def is_numeric_date(value: object) -> bool:
+    """A JWT NumericDate (RFC 7519): a JSON number, finite, in 0..2**53 (PyJWT alone would take
+    ``"1795359999"`` through ``int()``, and ``true`` as 1)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return 0 <= value <= MAX_NUMERIC_DATE  # NaN and infinities fail this too
 
 
 def user_from_jwt(token: str, secret: str, leeway: int = 0) -> str:
