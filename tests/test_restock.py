@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
+from seckill.domain.activities import MAX_TOTAL
 from tests.conftest import ADMIN, buy, expect
 
 
@@ -71,3 +73,34 @@ def test_restock_racing_purchases_never_oversells(client, make_activity, rds, pr
     assert remaining >= 0
     assert sold == results.count(200) == rds.hlen(f"{prefix}:{{{aid}}}:buyers")
     assert remaining + sold == total
+
+
+def test_restock_never_takes_total_past_what_an_activity_may_be_created_with(
+        client, make_activity, rds, prefix):
+    """Repeated restocks once pushed a total past 3.2 billion; the bound is MAX_TOTAL."""
+    aid = make_activity(total=1)["id"]
+    meta = f"{prefix}:{{{aid}}}:meta"
+    body = expect(restock(client, aid, {"add": MAX_TOTAL - 1}), 200)
+    assert (body["total"], body["remaining"]) == (MAX_TOTAL, MAX_TOTAL)  # the maximum itself
+    for add in (1, MAX_TOTAL, MAX_TOTAL, MAX_TOTAL):
+        refused = expect(restock(client, aid, {"add": add}), 400, "bad_request")
+        assert refused["field"] == "add"
+        assert str(MAX_TOTAL) in refused["message"]
+        assert refused["total"] == MAX_TOTAL
+    assert rds.hmget(meta, "total", "remaining") == [str(MAX_TOTAL), str(MAX_TOTAL)]
+    view = expect(client.get(f"/seckill/activities/{aid}"), 200)
+    assert view["total"] == MAX_TOTAL
+    # Removing units is still allowed at the bound, and adding them back.
+    assert expect(restock(client, aid, {"add": -10}), 200)["total"] == MAX_TOTAL - 10
+    assert expect(restock(client, aid, {"add": 10}), 200)["total"] == MAX_TOTAL
+
+
+def test_restock_bound_holds_under_concurrent_restocks(client, make_activity, rds, prefix):
+    """The bound is checked in the restock script, so racing operators cannot pass it."""
+    aid = make_activity(total=0)["id"]
+    step = MAX_TOTAL // 5
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(lambda _: restock(client, aid, {"add": step}).status_code,
+                                 range(8)))
+    assert sorted(statuses) == [200] * 5 + [400] * 3
+    assert rds.hmget(f"{prefix}:{{{aid}}}:meta", "total", "remaining") == [str(MAX_TOTAL)] * 2

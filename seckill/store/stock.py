@@ -18,7 +18,7 @@ from typing import Any
 import redis
 
 from seckill.domain import errors
-from seckill.domain.activities import PACKETS, STOCK, iso_from_ms
+from seckill.domain.activities import MAX_TOTAL, PACKETS, STOCK, iso_from_ms
 from seckill.domain.orders import CANCELLED, OrderStatus, Purchase, Stats, activity_of_order
 from seckill.sql.book import OrderBook
 from seckill.store.connection import Wire
@@ -191,19 +191,27 @@ class StockService:
     def restock(self, aid: str, add: int) -> tuple[int, int]:
         """Add (or, negative, remove unsold) units. Returns (total, remaining).
 
-        Redis decides atomically; the database's total follows, so a rebuild from the database
-        restores the new total.
+        Redis decides atomically, the bounds included: never fewer units than are sold, never a
+        total over ``MAX_TOTAL`` (what an activity may be created with). The database's total
+        follows, so a rebuild from the database restores the new total.
         """
+        keys, args = [self.keys.meta(aid)], [add, MAX_TOTAL]
         try:
-            reply = self.scripts.restock(keys=[self.keys.meta(aid)], args=[add])
+            reply = self.scripts.restock(keys=keys, args=args)
             if reply[0] == "uninitialized":
                 self._restore(aid)
-                reply = self.scripts.restock(keys=[self.keys.meta(aid)], args=[add])
+                reply = self.scripts.restock(keys=keys, args=args)
         except redis.RedisError as exc:
             raise errors.Unavailable(detail=type(exc).__name__) from exc
         if reply[0] == "insufficient_stock":
             raise errors.InsufficientStock(
                 f"only {int(reply[1])} units are unsold", remaining=int(reply[1])
+            )
+        if reply[0] == "over_maximum":
+            raise errors.BadRequest(
+                f"add {add} would take the total from {int(reply[1])} to {int(reply[1]) + add}, "
+                f"over {MAX_TOTAL}, the largest total an activity may have", field="add",
+                total=int(reply[1]),
             )
         if reply[0] == "not_countable":
             raise errors.BadRequest("unlimited stock and packets cannot be restocked")
