@@ -1,5 +1,6 @@
-"""Every status and error code of ../shared/API.md that exists today, through the Flask app and
-the session's real Valkey. Each response is also checked for a JSON Content-Type."""
+"""Every status and error code of docs/API.md that exists today, through the Flask app and
+the session's real Valkey. Each response is also checked for a JSON Content-Type, and against
+the OpenAPI document (tests/openapi_check.py: every test client here checks every answer)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import io
 import re
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -17,10 +19,30 @@ from seckill.domain.activities import Activity, now_ms
 from seckill.ops.embedded import free_port
 from seckill.web.errors import MAX_BODY
 from tests.conftest import ADMIN, buy, expect, iso, keys_of, user_headers
+from tests.openapi_check import CheckedClient
 
 PUBLIC_FIELDS = {"id", "name", "starts_at", "ends_at", "total", "remaining", "per_user_limit",
                  "state"}
 URL = re.compile(r"/seckill/(?P<aid>[A-Za-z0-9_-]+)/(?P<token>[^/]+)/buy")
+
+
+@pytest.fixture
+def app(app: Flask) -> Flask:
+    """conftest's app, whose test clients check every answer against the OpenAPI document."""
+    app.test_client_class = CheckedClient
+    return app
+
+
+@pytest.fixture
+def make_app(make_app: Callable[..., Flask]) -> Callable[..., Flask]:
+    """conftest's ``make_app``, whose apps' test clients check every answer the same way."""
+
+    def make(**overrides: str) -> Flask:
+        built = make_app(**overrides)
+        built.test_client_class = CheckedClient
+        return built
+
+    return make
 
 
 def services(app: Flask) -> Any:

@@ -4,6 +4,8 @@ short: the edge and the cold-route limits have already run."""
 from __future__ import annotations
 
 import dataclasses
+import functools
+from pathlib import Path
 from typing import Any
 
 from flask import Blueprint, Flask, Response, current_app, g, request
@@ -24,6 +26,9 @@ from seckill.sql.engine import ping
 from seckill.store import catalog
 from seckill.web.body import json_body, read_body
 from seckill.web.limits import ColdLimits
+
+# The contract as OpenAPI 3.1, kept next to this module (so the wheel ships it) and served as is.
+OPENAPI_DOCUMENT = Path(__file__).with_name("openapi.json")
 
 
 def services() -> Services:
@@ -145,4 +150,14 @@ def _service() -> Blueprint:
         body, content_type = metrics.render()
         return Response(body, content_type=content_type)
 
+    @bp.get("/openapi.json")
+    def openapi() -> Response:
+        return Response(openapi_document(), mimetype="application/json")
+
     return bp
+
+
+@functools.cache
+def openapi_document() -> bytes:
+    """The OpenAPI document's bytes (``seckill/web/openapi.json``), read once."""
+    return OPENAPI_DOCUMENT.read_bytes()
