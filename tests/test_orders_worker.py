@@ -39,11 +39,13 @@ from tests.faults import (
 )
 
 
-def _stream(prefix: str, aid: str) -> str:
+def stream_key(prefix: str, aid: str) -> str:
+    """The activity's order stream."""
     return f"{prefix}:{{{aid}}}:orders"
 
 
-def _buy_ok(client: FlaskClient, aid: str, uid: str) -> str:
+def buy_ok(client: FlaskClient, aid: str, uid: str) -> str:
+    """Buy through a signed URL, which must answer 200; returns the order id."""
     response = buy(client, aid, uid)
     assert response.status_code == 200, response.get_json()
     return cast(str, response.get_json()["order_id"])
@@ -64,7 +66,7 @@ def test_orders_land_once_and_status_goes_pending_to_confirmed(
     rds: redis.Redis, prefix: str,
 ) -> None:
     aid = make_activity(total=5)["id"]
-    bought = {f"user{i}": _buy_ok(client, aid, f"user{i}") for i in range(3)}
+    bought = {f"user{i}": buy_ok(client, aid, f"user{i}") for i in range(3)}
     for uid, order_id in bought.items():
         assert order_status(client, aid, uid) == {"status": "pending", "order_id": order_id}
     assert activity_stats(client, aid)["orders"] == {"pending": 3, "confirmed": 0, "cancelled": 0}
@@ -80,7 +82,7 @@ def test_orders_land_once_and_status_goes_pending_to_confirmed(
     for uid, order_id in bought.items():
         assert order_status(client, aid, uid) == {"status": "confirmed", "order_id": order_id}
     assert activity_stats(client, aid)["orders"] == {"pending": 0, "confirmed": 3, "cancelled": 0}
-    assert pending(rds, _stream(prefix, aid)) == 0
+    assert pending(rds, stream_key(prefix, aid)) == 0
 
 
 def test_redelivery_never_creates_a_second_order(
@@ -88,8 +90,8 @@ def test_redelivery_never_creates_a_second_order(
     rds: redis.Redis, prefix: str,
 ) -> None:
     aid = make_activity(total=5)["id"]
-    bought = {_buy_ok(client, aid, f"user{i}") for i in range(3)}
-    stream = _stream(prefix, aid)
+    bought = {buy_ok(client, aid, f"user{i}") for i in range(3)}
+    stream = stream_key(prefix, aid)
     with built_worker(settings, block_ms=100) as worker:
         assert drain(worker) == 3
         # Rewind the group: every entry is delivered a second time, as after a crash between
@@ -112,13 +114,13 @@ def test_trim_by_id_keeps_everything_not_yet_acknowledged(
     rds: redis.Redis, prefix: str,
 ) -> None:
     aid = make_activity(total=10)["id"]
-    stream = _stream(prefix, aid)
-    first = [_buy_ok(client, aid, f"early{i}") for i in range(3)]
+    stream = stream_key(prefix, aid)
+    first = [buy_ok(client, aid, f"early{i}") for i in range(3)]
     with built_worker(settings, block_ms=100, claim_idle_ms=1) as worker:
         assert drain(worker) == 3
         assert rds.xlen(stream) == 3  # stored and acknowledged, not yet trimmed
 
-        later = [_buy_ok(client, aid, f"late{i}") for i in range(3)]
+        later = [buy_ok(client, aid, f"late{i}") for i in range(3)]
         # Another consumer takes one entry and never acknowledges it (it died, say).
         taken: Any = rds.xreadgroup(GROUP, "ghost", {stream: ">"}, count=1)
         assert [f["order_id"] for _, f in taken[0][1]] == later[:1]
@@ -142,20 +144,20 @@ def test_nogroup_never_surfaces_when_the_stream_or_group_vanishes(
     rds: redis.Redis, prefix: str, caplog: pytest.LogCaptureFixture,
 ) -> None:
     aid = make_activity(total=10)["id"]
-    stream = _stream(prefix, aid)
+    stream = stream_key(prefix, aid)
     counter = OrderCounter(database_url)
     try:
         with built_worker(settings, block_ms=100, refresh_seconds=0.1) as worker, \
                 WorkerThread(worker) as running:
-            _buy_ok(client, aid, "before")
+            buy_ok(client, aid, "before")
             wait_until(lambda: counter(aid) == 1, 10, what="the first order stored")
 
             rds.delete(stream)  # the stream and its group, under the running worker
-            _buy_ok(client, aid, "after-delete")
+            buy_ok(client, aid, "after-delete")
             wait_until(lambda: counter(aid) == 2, 10, what="the order after DEL stored")
 
             rds.xgroup_destroy(stream, GROUP)  # the group alone
-            _buy_ok(client, aid, "after-destroy")
+            buy_ok(client, aid, "after-destroy")
             wait_until(lambda: counter(aid) == 3, 10, what="the order after DESTROY stored")
             wait_until(lambda: pending(rds, stream) == 0, 10, what="nothing pending")
             assert running.alive()
@@ -181,7 +183,7 @@ def test_kill_9_mid_batch_then_a_new_worker_stores_every_order_once(
     entries: every order in the database exactly once, nothing pending, no dead letters."""
     total = 3_000
     aid = make_activity(total=total)["id"]
-    stream = _stream(prefix, aid)
+    stream = stream_key(prefix, aid)
     bought = queue_purchases(rds, KeySpace(prefix), aid, [f"buyer{i:05d}" for i in range(total)])
     assert rds.xlen(stream) == total
 
@@ -249,7 +251,7 @@ def test_database_unavailable_purchases_continue_and_everything_lands_after(
     keep answering 200 meanwhile, nothing is stored, the worker logs and retries and does not
     die (also not while it looks for new activities); afterwards every order lands once."""
     aid = make_activity(total=100)["id"]
-    stream = _stream(prefix, aid)
+    stream = stream_key(prefix, aid)
     outage = DatabaseOutage(database_url, prefix)
     bought: dict[str, str] = {}
     caplog.set_level(logging.INFO, logger="seckill.worker")
@@ -258,7 +260,7 @@ def test_database_unavailable_purchases_continue_and_everything_lands_after(
             worker.book.engine.dispose()
             worker.book = type(worker.book)(outage.worker_engine()).ready()
             with WorkerThread(worker) as running:
-                bought.update({f"early{i}": _buy_ok(client, aid, f"early{i}") for i in range(5)})
+                bought.update({f"early{i}": buy_ok(client, aid, f"early{i}") for i in range(5)})
                 wait_until(lambda: outage.count(aid) == 5, 10, what="the first orders stored")
 
                 outage.begin()
@@ -266,7 +268,7 @@ def test_database_unavailable_purchases_continue_and_everything_lands_after(
                 time.sleep(0.5)  # the idle worker looks for new activities meanwhile
                 during = 0
                 while time.monotonic() - down_since < 3.0 and during < 60:
-                    bought[f"during{during}"] = _buy_ok(client, aid, f"during{during}")
+                    bought[f"during{during}"] = buy_ok(client, aid, f"during{during}")
                     during += 1
                     time.sleep(0.05)
                 assert during >= 5
@@ -308,7 +310,7 @@ def test_poison_entries_go_to_dead_letters_and_block_nothing(
     column can hold (a 31-digit ts, a 13-digit quantity, a 150-character order id) used to
     crash the worker on SQLite (OverflowError) or stall it on PostgreSQL."""
     aid = make_activity(total=10)["id"]
-    stream, dead = _stream(prefix, aid), f"{prefix}:{{{aid}}}:dead"
+    stream, dead = stream_key(prefix, aid), f"{prefix}:{{{aid}}}:dead"
     ms = int(time.time() * 1000)
 
     def entry(**fields: Any) -> Any:
@@ -331,13 +333,13 @@ def test_poison_entries_go_to_dead_letters_and_block_nothing(
         (entry(order_id=f"{aid}-{ms:013d}-{'9' * 120}"), "order id"),
     ]
     before = _dead_lettered_metric(client)
-    good = {"good0": _buy_ok(client, aid, "good0")}
+    good = {"good0": buy_ok(client, aid, "good0")}
     for fields, _ in poisons[:5]:
         rds.xadd(stream, fields)
-    good["good1"] = _buy_ok(client, aid, "good1")
+    good["good1"] = buy_ok(client, aid, "good1")
     for fields, _ in poisons[5:]:
         rds.xadd(stream, fields)
-    good["good2"] = _buy_ok(client, aid, "good2")
+    good["good2"] = buy_ok(client, aid, "good2")
     # Well-formed, but the buyer already holds another live order: the database refuses it.
     rds.xadd(stream, entry(user="good0", order_id=f"{aid}-{ms:013d}-900002"))
     expected = [*(reason for _, reason in poisons), "already holds another live order"]

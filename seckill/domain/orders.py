@@ -9,6 +9,11 @@ from typing import Any
 # An order's status in the database ("pending" is Redis's: decided, not stored yet).
 CONFIRMED = "confirmed"
 CANCELLED = "cancelled"
+PENDING = "pending"
+
+# A buyer's order as one side (Redis, the database) tells it: (status, order id).
+Told = tuple[str, str | None]
+NO_ORDER: Told = ("none", None)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -131,3 +136,24 @@ def live_and_cancelled(
         else:
             cancelled[order.user_id] = order
     return live, cancelled
+
+
+def told_by_database(stored: Iterable[StoredOrder]) -> dict[str, Told]:
+    """Each buyer's order as the database tells it: their live order, else their latest
+    cancelled one."""
+    live, cancelled = live_and_cancelled(stored)
+    told: dict[str, Told] = {u: (CANCELLED, o.order_id) for u, o in cancelled.items()}
+    told.update({u: (CONFIRMED, o.order_id) for u, o in live.items()})
+    return told
+
+
+def disagree(in_redis: Told, in_database: Told, in_flight: set[str]) -> bool:
+    """Whether the two tell a buyer's order differently, leaving out the orders whose purchase
+    or cancellation is still on its way through the stream (``in_flight``)."""
+    return in_redis != in_database and not {in_redis[1], in_database[1]} & in_flight
+
+
+def told_body(told: Told) -> dict[str, str]:
+    """A buyer's order as one side tells it, as JSON: ``{"status", "order_id"}``."""
+    status, order_id = told
+    return {"status": status} if order_id is None else {"status": status, "order_id": order_id}

@@ -1,10 +1,12 @@
 """The orders worker: every activity's order stream into the database, exactly once.
 
 Entries are read through one consumer group, stored in one transaction (idempotent inserts),
-and acknowledged only after the commit: a crash anywhere leaves them pending for a live
-consumer, and a redelivered entry changes nothing in the database. An entry that cannot be an
-order is dead-lettered rather than retried forever. The loop and its failure cases, step by
-step: docs/internals.md.
+and acknowledged only after the commit, in the same atomic step that marks the orders
+confirmed: a crash anywhere leaves them pending for a live consumer, a redelivered entry
+changes nothing in the database, and an acknowledged order is always marked. An entry that
+cannot be an order is dead-lettered rather than retried forever; a consumer that is gone is
+removed once its entries are reclaimed. The loop and its failure cases, step by step:
+docs/internals.md.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -28,11 +29,13 @@ from seckill.domain.orders import OrderRow
 from seckill.sql.book import OrderBook
 from seckill.store.keys import KeySpace
 from seckill.store.scripts import Scripts
+from seckill.worker import groups
+from seckill.worker.groups import GROUP
 from seckill.worker.stop import StopFlag
 
 log = logging.getLogger("seckill.worker")
 
-GROUP = "orders-worker"
+__all__ = ["GROUP", "OrdersWorker"]
 
 Entry = tuple[str, dict[str, str]]
 
@@ -48,6 +51,7 @@ class OrdersWorker:
         batch: int = 500,
         block_ms: int = 500,
         claim_idle_ms: int = 30_000,
+        consumer_idle_ms: int | None = None,
         max_deliveries: int = 5,
         refresh_seconds: float = 2.0,
         backoff_max: float = 10.0,
@@ -60,6 +64,9 @@ class OrdersWorker:
         self.batch = batch
         self.block_ms = block_ms
         self.claim_idle_ms = claim_idle_ms
+        # A consumer silent this long with nothing pending is gone (default: the claim bound).
+        self.consumer_idle_ms = claim_idle_ms if consumer_idle_ms is None else consumer_idle_ms
+        self.roster = groups.Roster(client)
         self.max_deliveries = max_deliveries
         self.refresh_seconds = refresh_seconds
         self.backoff_max = backoff_max
@@ -115,6 +122,7 @@ class OrdersWorker:
                 log.warning("Redis unreachable (%s); retrying in 1s", exc)
                 self._own_pending = True
                 self._sleep(1.0, stop)
+        self.leave()
         log.info("orders worker %s stopped", self.consumer)
 
     def step(self, stop: StopFlag | None = None) -> int:
@@ -249,19 +257,19 @@ class OrdersWorker:
     def _acknowledge(
         self, rows: list[tuple[str, str, OrderRow]], cancels: list[tuple[str, str, Cancel]]
     ) -> None:
-        by_stream: dict[str, list[str]] = {}
-        confirms: dict[str, list[str]] = {}
+        """Mark the stored orders confirmed and acknowledge their entries: one atomic script
+        per stream (``lua/confirm.lua``), so an acknowledged order is never left unmarked."""
+        ids: dict[str, list[str]] = {}
+        pairs: dict[str, list[str]] = {}
         for stream, entry_id, row in rows:
-            by_stream.setdefault(stream, []).append(entry_id)
-            confirms.setdefault(row.activity_id, []).extend([row.user_id, row.order_id])
+            ids.setdefault(stream, []).append(entry_id)
+            pairs.setdefault(stream, []).extend([row.user_id, row.order_id])
         for stream, entry_id, _ in cancels:
-            by_stream.setdefault(stream, []).append(entry_id)
-        pipe = self.client.pipeline(transaction=False)
-        for stream, ids in by_stream.items():
-            pipe.xack(stream, GROUP, *ids)
-        pipe.execute()
-        for aid, pairs in confirms.items():
-            self.scripts.confirm(keys=[self.keys.buyers(aid)], args=pairs)
+            ids.setdefault(stream, []).append(entry_id)
+        for stream, acked in ids.items():
+            aid = self._streams.get(stream) or _aid_of_stream(stream)
+            self.scripts.confirm(keys=[self.keys.buyers(aid), stream],
+                                 args=[GROUP, len(acked), *acked, *pairs.get(stream, [])])
         metrics.ORDERS_STORED.inc(len(rows))
 
     # -- failures ------------------------------------------------------------------------
@@ -299,29 +307,33 @@ class OrdersWorker:
                     continue
                 raise
             entries = [(str(i), f) for i, f in reply[1] if f]
-            if not entries:
-                continue
-            log.info("reclaimed %d entries left pending on %s", len(entries), stream)
-            handled += self.handle([(stream, entries)], stop)
+            if entries:
+                log.info("reclaimed %d entries left pending on %s", len(entries), stream)
+                handled += self.handle([(stream, entries)], stop)
+            self.forget_dead(stream)
         return handled
+
+    def forget_dead(self, stream: str) -> list[str]:
+        """Remove the consumers of ``stream`` that are gone: silent for ``consumer_idle_ms``
+        and holding nothing pending (their entries reclaimed first); never this one."""
+        removed = self.roster.forget_dead(stream, self.consumer_idle_ms, self.consumer)
+        if removed:
+            log.info("removed consumers gone from %s: %s", stream, ", ".join(removed))
+        return removed
+
+    def leave(self) -> None:
+        """On a warm stop: remove this consumer from every group where it holds nothing."""
+        for stream in list(self._grouped):
+            try:
+                self.roster.leave(stream, self.consumer)
+            except redis.RedisError as exc:
+                log.warning("could not leave the group of %s (%s)", stream, exc)
+                return
 
     def trim(self) -> None:
         """Drop acknowledged entries: everything below the oldest entry still needed."""
         for stream in list(self._grouped):
-            try:
-                groups: Any = self.client.xinfo_groups(stream)
-                group = next((g for g in groups if g["name"] == GROUP), None)
-                if group is None:
-                    continue
-                summary: Any = self.client.xpending(stream, GROUP)
-                if summary["pending"]:
-                    minid = str(summary["min"])
-                else:
-                    minid = _next_id(str(group["last-delivered-id"]))
-                if minid != "0-1":
-                    self.client.xtrim(stream, minid=minid, approximate=False)
-            except redis.ResponseError:
-                continue
+            groups.trim(self.client, stream)
 
     @staticmethod
     def _sleep(seconds: float, stop: StopFlag | None) -> None:
@@ -331,24 +343,7 @@ class OrdersWorker:
             time.sleep(seconds)
 
 
-def _next_id(entry_id: str) -> str:
-    ms, _, seq = entry_id.partition("-")
-    return f"{ms}-{int(seq or 0) + 1}"
-
-
 def _aid_of_stream(stream: str) -> str:
     start, end = stream.find("{"), stream.find("}")
     aid = stream[start + 1 : end]
     return aid if is_activity_id(aid) else ""
-
-
-def pending_total(client: redis.Redis, streams: Iterable[str]) -> int:
-    """How many entries of ``streams`` the group has read but not yet acknowledged."""
-    total = 0
-    for stream in streams:
-        try:
-            summary: Any = client.xpending(stream, GROUP)
-        except redis.ResponseError:
-            continue
-        total += int(summary["pending"])
-    return total
