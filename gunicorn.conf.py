@@ -5,7 +5,11 @@ Every value can be overridden from the environment (``GUNICORN_*`` below) or the
 * gevent workers: a flash sale is thousands of short, I/O-bound requests (one Redis round trip
   each); greenlets keep them all in flight without a thread each. gunicorn's gevent worker
   monkey-patches in the worker before the app is imported, and ``preload_app`` stays off so
-  nothing (Redis pool, sockets) is created before the patch or shared across a fork.
+  nothing (Redis pool, sockets) is created before the patch or shared across a fork. The
+  worker class is gevent's with read deadlines and JSON answers for what gunicorn refuses
+  itself (``seckill/web/server.py``): ``GUNICORN_HEADER_TIMEOUT`` / ``GUNICORN_BODY_TIMEOUT``
+  (seconds, default 10 each) bound how long a client may take to send a request's headers
+  (from its first byte) and its body.
 * workers: one per core by default; the work is CPU-bound Python between Redis calls, so more
   workers than cores only adds context switches.
 * worker_connections: greenlets per worker; the app sizes its Redis pool from
@@ -21,7 +25,7 @@ import multiprocessing
 import os
 
 bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
-worker_class = "gevent"
+worker_class = "seckill.web.server.GatewayWorker"
 workers = int(os.environ.get("GUNICORN_WORKERS", str(multiprocessing.cpu_count())))
 worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS", "1000"))
 keepalive = int(os.environ.get("GUNICORN_KEEPALIVE", "75"))

@@ -159,6 +159,30 @@ class TooLarge(SeckillError):
     default_message = "the request body is larger than 4 KiB"
 
 
+class RequestTimeout(SeckillError):
+    """408: the client stopped sending its headers or its body in time."""
+
+    status = 408
+    code = "timeout"
+    default_message = "the request was not received in time"
+
+
+class IncompleteBody(BadRequest):
+    """400: the connection ended before the body its ``Content-Length`` announced."""
+
+    default_message = "the body ended before its Content-Length; nothing was decided"
+
+
+class ProtocolError(SeckillError):
+    """What the HTTP server itself refuses before any route runs (414, 417, 431, 501, ...);
+    its status and code are the instance's."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status  # type: ignore[misc]
+        self.code = code  # type: ignore[misc]
+
+
 class RateLimited(SeckillError):
     """429: over the per-user rate; carries Retry-After."""
 

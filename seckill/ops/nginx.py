@@ -43,9 +43,13 @@ _OWN_ERRORS: tuple[tuple[int, str, str, dict[str, int]], ...] = (
     (403, "forbidden", "this resource is not served here", {}),
     (404, "not_found", "no such resource", {}),
     (405, "method_not_allowed", "this method is not allowed here", {}),
+    (408, "timeout", "the request was not received in time", {}),
+    (411, "bad_request", "a request with a body needs a Content-Length or chunks", {}),
     (413, "too_large", "the request body is larger than 4 KiB", {}),
     (414, "too_large", "the request line is too long", {}),
     (429, "rate_limited", "too many requests from this address", {"retry_after": 1}),
+    # nginx's own status for a header over its buffers; answered as 431, as the gateway does.
+    (494, "too_large", "a request header is too large", {}),
     (500, "internal", "unexpected failure in the proxy", {}),
     (502, "bad_gateway",
      "no gateway instance answered; check your order status before buying again", {}),
@@ -54,7 +58,12 @@ _OWN_ERRORS: tuple[tuple[int, str, str, dict[str, int]], ...] = (
      {"retry_after": 1}),
     (504, "gateway_timeout",
      "the gateway did not answer in time; check your order status before buying again", {}),
+    (501, "not_implemented", "this transfer coding is not supported", {}),
+    (505, "http_version_not_supported", "this HTTP version is not supported here", {}),
 )
+
+
+ERROR_PAGES = "/.seckill-error/"  # internal locations only: a client asking for one gets 404
 
 
 class RenderError(ValueError):
@@ -81,6 +90,7 @@ class NginxOptions:
     daemon: bool = False
     access_log: bool = False
     read_timeout: int = 10  # seconds an instance has to answer (and to take a request body)
+    client_timeout: int = 10  # seconds a client has to send its headers, and its body
     max_fails: int = 1  # failures that take an instance out for fail_timeout; 0: never
     fail_timeout: int = 2
 
@@ -97,13 +107,17 @@ def nginx_binary() -> str | None:
 
 
 def _json_errors() -> str:
+    # A page per status at an internal URI (not a named @location: nginx cannot redirect a
+    # request whose request line it could not parse to a named location, "empty URI", and
+    # answered those with its HTML 500).
     lines = []
     for status, _code, _message, _extra in _OWN_ERRORS:
-        lines.append(f"        error_page {status} = @json_{status};")
+        lines.append(f"        error_page {status} {ERROR_PAGES}{status};")
     for status, code, message, extra in _OWN_ERRORS:
         body = json.dumps({"error": code, "message": message, **extra}, separators=(",", ":"))
         assert "'" not in body  # the body goes between single quotes
-        lines.append(f"        location @json_{status} {{")
+        lines.append(f"        location = {ERROR_PAGES}{status} {{")
+        lines.append("            internal;")
         # No types: the type must not follow the asked-for file's extension (/x.html).
         lines.append("            types { }")
         lines.append("            default_type application/json;")
@@ -111,7 +125,7 @@ def _json_errors() -> str:
             lines.append(f"            add_header Retry-After {extra['retry_after']} always;")
         if status == 405:  # only the page's files answer 405 here
             lines.append('            add_header Allow "GET, HEAD" always;')
-        lines.append(f"            return {status} '{body}';")
+        lines.append(f"            return {431 if status == 494 else status} '{body}';")
         lines.append("        }")
     return "\n".join(lines)
 
@@ -146,7 +160,8 @@ def render(options: NginxOptions) -> str:
         raise RenderError(f"listen address {options.listen_host!r} is not a host")
     for name, number, low in (
         ("ip burst", options.ip_burst, 0), ("ip connections", options.ip_connections, 1),
-        ("read timeout", options.read_timeout, 1), ("max fails", options.max_fails, 0),
+        ("read timeout", options.read_timeout, 1), ("client timeout", options.client_timeout, 1),
+        ("max fails", options.max_fails, 0),
         ("fail timeout", options.fail_timeout, 1),
     ):
         if not low <= number <= 1_000_000:
@@ -185,6 +200,7 @@ def render(options: NginxOptions) -> str:
         "IP_RATE": rate,
         "LIMIT_REQ": limit,
         "READ_TIMEOUT": f"{options.read_timeout}s",
+        "CLIENT_TIMEOUT": f"{options.client_timeout}s",
         "LISTEN": f"{listen_host}:{options.port}",
         "ADMIN_LISTEN": f"127.0.0.1:{options.admin_port}",
         "STATIC_ROOT": str(static_root),

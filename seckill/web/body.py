@@ -1,8 +1,7 @@
 """Request bodies: the one size guard, the one reader, and the purchase's JSON.
 
-A body over 4 KiB is refused before anything else runs (413 ``too_large``). A plain
-``Content-Length`` body is read straight from the socket; anything else (chunked, an odd
-length) through werkzeug's own input stream, as Flask reads it.
+A body over 4 KiB is refused before anything else runs (413 ``too_large``); a chunked one as
+soon as its 4 097th byte arrives. A body is only ever used whole: a short one is a 400.
 """
 
 from __future__ import annotations
@@ -10,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from werkzeug.wsgi import get_content_length, get_input_stream
+from werkzeug.wsgi import get_content_length
 
 from seckill.domain import errors
 
@@ -32,12 +31,36 @@ def declared_length(environ: WSGIEnviron) -> int | None:
 
 
 def read_body(environ: WSGIEnviron) -> bytes:
-    """The whole body, after :func:`declared_length` allowed it."""
+    """The whole body, after :func:`declared_length` allowed it.
+
+    Never a part: a body shorter than its ``Content-Length`` (the client half-closed) is a 400
+    and a chunked one over ``MAX_BODY`` a 413, each before anything is decided, and the
+    connection is then closed (what is left of the body is never read). A client too slow to
+    send it meets the server's body deadline first (``seckill.web.server``: 408)."""
+    stream = environ["wsgi.input"]
     raw = environ.get("CONTENT_LENGTH")
     if raw and raw.isdigit() and "HTTP_TRANSFER_ENCODING" not in environ:
         length = int(raw)
-        return environ["wsgi.input"].read(length) if length else b""
-    return get_input_stream(environ, max_content_length=MAX_BODY).read()
+        data: bytes = stream.read(length) if length else b""
+        if len(data) < length:
+            _close_after_answer(environ)
+            raise errors.IncompleteBody(received=len(data), content_length=length)
+        return data
+    if "HTTP_TRANSFER_ENCODING" not in environ and not environ.get("wsgi.input_terminated"):
+        return b""  # neither a length nor chunks: no body (HTTP/1.1)
+    data = stream.read(MAX_BODY + 1)  # chunked: one byte past the limit tells
+    if len(data) > MAX_BODY:
+        _close_after_answer(environ)
+        raise errors.TooLarge()
+    return data
+
+
+def _close_after_answer(environ: WSGIEnviron) -> None:
+    # The gateway's gunicorn worker (seckill.web.server.DeadlineSocket) closes the connection
+    # after this answer; under any other server this does nothing.
+    sock = environ.get("gunicorn.socket")
+    if sock is not None and hasattr(sock, "close_after_answer"):
+        sock.close_after_answer = True
 
 
 def json_body(raw: bytes, allow_empty: bool) -> Any:
