@@ -25,7 +25,7 @@ import multiprocessing
 import os
 
 bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
-worker_class = "seckill.web.server.GatewayWorker"
+worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "seckill.web.server.GatewayWorker")
 workers = int(os.environ.get("GUNICORN_WORKERS", str(multiprocessing.cpu_count())))
 worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS", "1000"))
 keepalive = int(os.environ.get("GUNICORN_KEEPALIVE", "75"))
