@@ -13,14 +13,23 @@ import contextlib
 from typing import Any, cast
 
 import redis
+from flask import Flask
 from flask.testing import FlaskClient
 
 from seckill.config import Settings
 from seckill.ops.embedded import EmbeddedValkey
+from seckill.store.recovery import reconcile
 from seckill.worker.orders import GROUP
-from tests.conftest import activity_stats, order_status
+from tests.conftest import ADMIN, activity_stats, order_status
 from tests.cutting_proxy import CuttingProxy
-from tests.faults import WorkerThread, built_worker, pending, stored_orders, wait_until
+from tests.faults import (
+    WorkerThread,
+    built_worker,
+    drain,
+    pending,
+    stored_orders,
+    wait_until,
+)
 from tests.test_orders_worker import buy_ok, stream_key
 
 
@@ -74,3 +83,135 @@ def test_a_cut_right_after_the_acknowledgement_never_leaves_an_order_pending(
     stats = activity_stats(client, aid)["orders"]
     assert stats == {"pending": 0, "confirmed": 6, "cancelled": 0}
     assert pending(rds, stream) == 0
+
+
+# --- reconcile: each buyer's order, Redis against the database ------------------------------
+
+
+def _snapshot(rds: redis.Redis, prefix: str) -> dict[str, Any]:
+    """Every key of the test's prefix, serialized (DUMP: the value; a stream's groups,
+    consumers and pending entries), and whether it expires; but the rate counters, which
+    expire by themselves."""
+    raw = redis.Redis(connection_pool=rds.connection_pool.__class__(
+        **{**rds.connection_pool.connection_kwargs, "decode_responses": False}))
+    try:
+        return {key: (raw.dump(key), raw.pttl(key) >= 0)
+                for key in raw.scan_iter(match=f"{prefix}:*".encode(), count=1000)
+                if b":rate:" not in key}
+    finally:
+        raw.close()
+
+
+def _told(status: str, order_id: str | None = None) -> dict[str, str]:
+    return {"status": status} if order_id is None else {"status": status, "order_id": order_id}
+
+
+def test_reconcile_reports_a_lost_mark_writes_nothing_and_repair_marks_it(
+    app: Flask, client: FlaskClient, make_activity: Any, settings: Settings,
+    database_url: str, rds: redis.Redis, prefix: str,
+) -> None:
+    """The state item 5 left behind (stored, acknowledged, marked pending), made by hand on
+    two buyers: reconcile names both, with each side's word, and writes nothing; an order
+    still in the stream (never delivered, or delivered and not acknowledged) is no
+    difference; ``--repair`` marks the two (no rebuild: it is safe with orders waiting)."""
+    aid = make_activity(total=10)["id"]
+    stream, buyers = stream_key(prefix, aid), f"{prefix}:{{{aid}}}:buyers"
+    bought = {f"user{i}": buy_ok(client, aid, f"user{i}") for i in range(4)}
+    with built_worker(settings, block_ms=100) as worker:
+        drain(worker)
+        worker.trim()
+    assert rds.xlen(stream) == 0
+    services = app.extensions["seckill"]
+    assert reconcile(services.restorer, aid)["differences"] == {}
+
+    for uid in ("user0", "user1"):  # stored and acknowledged, the mark lost
+        rds.hset(buyers, uid, bought[uid])
+    assert order_status(client, aid, "user0")["status"] == "pending"
+    late = {f"late{i}": buy_ok(client, aid, f"late{i}") for i in range(2)}
+    taken: Any = rds.xreadgroup(GROUP, "elsewhere", {stream: ">"}, count=1)
+    assert [f["order_id"] for _, f in taken[0][1]] == [late["late0"]]  # delivered, pending
+
+    before, rows = _snapshot(rds, prefix), stored_orders(database_url, aid)
+    report = reconcile(services.restorer, aid)
+    assert _snapshot(rds, prefix) == before, "reconcile without --repair wrote to Redis"
+    assert stored_orders(database_url, aid) == rows
+    assert report["action"] == "none"
+    assert report["differences"]["marks"] == {"count": 2, "orders": [
+        {"user": uid, "redis": _told("pending", bought[uid]),
+         "database": _told("confirmed", bought[uid])} for uid in ("user0", "user1")]}
+    # The two late orders make the counts differ (they are Redis's until stored), not the marks.
+    assert set(report["differences"]) == {"marks", "remaining", "sold", "buyers"}
+
+    repaired = reconcile(services.restorer, aid, repair=True)
+    assert repaired["marked"] == 2
+    assert repaired["action"].startswith("refused: orders are still waiting")  # the counts
+    for uid, order_id in bought.items():
+        assert order_status(client, aid, uid) == {"status": "confirmed", "order_id": order_id}
+    for uid, order_id in late.items():
+        assert order_status(client, aid, uid) == {"status": "pending", "order_id": order_id}
+    with built_worker(settings, block_ms=100, claim_idle_ms=1) as worker:
+        drain(worker)
+        worker.trim()
+    assert reconcile(services.restorer, aid)["differences"] == {}
+
+
+def test_reconcile_reports_orders_redis_tells_otherwise_and_repair_rebuilds(
+    app: Flask, client: FlaskClient, make_activity: Any, settings: Settings,
+    database_url: str, rds: redis.Redis, prefix: str,
+) -> None:
+    """The other ways the two can disagree, each reported with both sides' word: confirmed in
+    Redis, cancelled in the database; confirmed in the database, unknown to Redis; cancelled
+    in the database, unknown to Redis; a pending order that is nowhere else. With nothing
+    waiting in the stream, ``--repair`` rebuilds Redis from the database, and then they
+    agree."""
+    aid = make_activity(total=10)["id"]
+    buyers, cancelled = f"{prefix}:{{{aid}}}:buyers", f"{prefix}:{{{aid}}}:cancelled"
+    bought = {f"user{i}": buy_ok(client, aid, f"user{i}") for i in range(4)}
+    cancel = client.post(f"/admin/orders/{bought['user3']}/cancel", headers=ADMIN)
+    assert cancel.status_code == 200
+    with built_worker(settings, block_ms=100) as worker:
+        drain(worker)
+        worker.book.mark_cancelled(bought["user0"])  # behind Redis's back
+        worker.trim()
+    rds.hdel(buyers, "user1")
+    rds.hdel(cancelled, "user3")
+    ghost = f"{aid}-{bought['user2'].split('-')[-2]}-000099"
+    rds.hset(buyers, "ghost", ghost)  # pending, in no stream and no database
+
+    before = _snapshot(rds, prefix)
+    report = reconcile(app.extensions["seckill"].restorer, aid)
+    assert _snapshot(rds, prefix) == before, "reconcile without --repair wrote to Redis"
+    assert report["differences"]["marks"] == {"count": 4, "orders": [
+        {"user": "ghost", "redis": _told("pending", ghost), "database": _told("none")},
+        {"user": "user0", "redis": _told("confirmed", bought["user0"]),
+         "database": _told("cancelled", bought["user0"])},
+        {"user": "user1", "redis": _told("none"),
+         "database": _told("confirmed", bought["user1"])},
+        {"user": "user3", "redis": _told("none"),
+         "database": _told("cancelled", bought["user3"])},
+    ]}
+
+    repaired = reconcile(app.extensions["seckill"].restorer, aid, repair=True)
+    assert repaired["action"] == "rebuilt"
+    assert reconcile(app.extensions["seckill"].restorer, aid)["differences"] == {}
+    assert order_status(client, aid, "user0")["status"] == "cancelled"
+    assert order_status(client, aid, "user1") == {"status": "confirmed",
+                                                  "order_id": bought["user1"]}
+    assert order_status(client, aid, "user3")["status"] == "cancelled"
+    assert order_status(client, aid, "ghost") == {"status": "none"}
+    stats = activity_stats(client, aid)
+    assert (stats["remaining"], stats["sold"], stats["buyers"]) == (8, 2, 2)
+
+
+def test_reconcile_without_repair_leaves_a_lost_state_lost(
+    app: Flask, client: FlaskClient, make_activity: Any, rds: redis.Redis, prefix: str,
+) -> None:
+    aid = make_activity(total=3)["id"]
+    buy_ok(client, aid, "alice")
+    rds.delete(f"{prefix}:{{{aid}}}:meta")
+    before = _snapshot(rds, prefix)
+    report = reconcile(app.extensions["seckill"].restorer, aid)
+    assert report["action"] == "none" and "--repair" in report["differences"]["redis"]
+    assert _snapshot(rds, prefix) == before
+    assert reconcile(app.extensions["seckill"].restorer, aid, repair=True)["action"] == "rebuilt"
+    assert rds.exists(f"{prefix}:{{{aid}}}:meta") == 1

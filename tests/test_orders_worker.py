@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import signal
+import socket
 import time
 from typing import Any, cast
 
@@ -49,6 +50,12 @@ def buy_ok(client: FlaskClient, aid: str, uid: str) -> str:
     response = buy(client, aid, uid)
     assert response.status_code == 200, response.get_json()
     return cast(str, response.get_json()["order_id"])
+
+
+def consumer_names(rds: redis.Redis, stream: str) -> set[str]:
+    """The names of the group's consumers on ``stream``."""
+    found: Any = rds.xinfo_consumers(stream, GROUP)
+    return {str(c["name"]) for c in found}
 
 
 def _dead_lettered_metric(client: FlaskClient) -> float:
@@ -221,12 +228,17 @@ def test_kill_9_mid_batch_then_a_new_worker_stores_every_order_once(
         assert left_pending > 0, "the kill did not land between a read and its XACK"
 
         second = worker_process(env, log_path, **options)
+        dead, live = f"{socket.gethostname()}-{first.pid}", f"{socket.gethostname()}-{second.pid}"
         try:
             wait_until(lambda: counter(aid) == total and pending(rds, stream) == 0, 60,
                        interval=0.05, what="every order stored by the second worker")
+            # The killed worker's name goes once its entries are reclaimed; the live one stays.
+            wait_until(lambda: consumer_names(rds, stream) == {live}, 10,
+                       what=f"the killed consumer {dead} removed, {live} kept")
         finally:
             code = stop_worker_process(second)  # SIGTERM: warm stop
         assert code == 0, log_path.read_text()[-3000:]
+        assert consumer_names(rds, stream) == set(), "a warm stop leaves the group"
     finally:
         counter.close()
 
