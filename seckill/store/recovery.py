@@ -4,8 +4,8 @@ Redis can come back empty (a FLUSHALL, a replica promoted with no data, a restar
 AOF). The purchase script then answers ``uninitialized``, never "sold out" nor "unlimited", and
 the gateway rebuilds the activity from the database, the source of truth. One gateway rebuilds,
 under a lock; the others wait briefly or answer 503. ``reconcile`` compares the two (stock,
-buyers, each buyer's order and its mark) and, asked to, repairs Redis. What is rebuilt, what
-is compared, and what can be lost: docs/internals.md.
+buyers, each buyer's order and its mark) and, asked to, repairs Redis. What is rebuilt, and
+what can be lost: docs/internals.md.
 """
 
 from __future__ import annotations
