@@ -25,6 +25,15 @@ class ConfigError(RuntimeError):
 
 MIN_KEY_BYTES = 32
 SECRET_VARS = ("SECKILL_SECRET_KEY", "SECKILL_JWT_SECRET", "SECKILL_ADMIN_TOKEN")
+# The gateway's and the worker's Redis when REDIS_URL is not set. The operator's commands never
+# use it: they take the running `seckill up`'s (seckill/ops/commands.py) or refuse.
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def data_dir_from(env: Mapping[str, str]) -> Path:
+    """The data folder ``SECKILL_DATA_DIR`` names (default ``./.seckill-data``), absolute.
+    Nothing is created: the commands that need it make it."""
+    return Path(env.get("SECKILL_DATA_DIR") or ".seckill-data").resolve()
 
 
 def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
@@ -134,7 +143,7 @@ class Settings:
         if mode not in {"production", "development"}:
             raise ConfigError(f"SECKILL_ENV must be 'production' or 'development', got {mode!r}")
 
-        data_dir = Path(env.get("SECKILL_DATA_DIR") or ".seckill-data").resolve()
+        data_dir = data_dir_from(env)
         generated: list[str] = []
         found: dict[str, str] = {}
         for name in SECRET_VARS:
@@ -162,7 +171,7 @@ class Settings:
         user_rate, user_rates = _rates(env, "SECKILL_USER_RATE", "5/second")
         settings = cls(
             env=mode,
-            redis_url=env.get("REDIS_URL") or "redis://127.0.0.1:6379/0",
+            redis_url=env.get("REDIS_URL") or DEFAULT_REDIS_URL,
             database_url=env.get("DATABASE_URL") or default_db,
             data_dir=data_dir,
             secret_keys=keys,

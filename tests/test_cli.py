@@ -139,10 +139,15 @@ def test_activity_create_rejects_bad_input(env, args: list[str], message: str) -
     assert result.stdout == ""
     aid = args[1]
     if re.fullmatch(r"[A-Za-z0-9_-]+", aid):
-        assert_one_line_error(seckill("activity", "show", aid, env=env), 1, "no activity")
+        shown = seckill("activity", "show", aid, env=env)
+        # Not created: no such activity, or no database at all (the first write makes the
+        # SQLite file; a read-only command never does).
+        assert shown.returncode in (1, 2), shown.stdout
+        assert "no activity" in shown.stderr or "no database at" in shown.stderr, shown.stderr
 
 
-def test_activity_show_says_when_redis_is_unreachable(env) -> None:
+def test_activity_show_says_when_redis_is_unreachable(env, make_activity) -> None:
+    make_activity()  # the database exists (a read-only command on a missing one says so)
     nowhere = {**env, "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}
     result = seckill("activity", "show", "anything", env=nowhere)
     assert_one_line_error(result, 1, "cannot reach Redis")
@@ -322,6 +327,20 @@ def test_up_serves_a_purchase_restarts_a_dead_child_and_stops_clean(tmp_path: Pa
             time.sleep(0.2)
         assert order == {"status": "confirmed", "order_id": bought["order_id"]}
 
+        # The CLI finds this up through its data folder: <data>/up.json, no secret in it.
+        # (Checked first: a CLI that did not find it would fall back to 127.0.0.1:6379.)
+        up_file = tmp_path / "data" / "up.json"
+        assert up_file.is_file(), log.read_text()
+        assert up_file.stat().st_mode & 0o777 == 0o600
+        found = json.loads(up_file.read_text())
+        assert found["pid"] == up.pid
+        assert found["redis_url"].startswith("redis://127.0.0.1:")
+        assert found["database_url"] == f"sqlite:///{tmp_path / 'data' / 'seckill.db'}"
+        shown = seckill("activity", "show", "up-phone",
+                        env={"SECKILL_DATA_DIR": str(tmp_path / "data")})
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["remaining"] == 9
+
         # kill -9 the gunicorn instance: the supervisor says so and starts a new one.
         dead = roles["gunicorn"]
         dead.kill()
@@ -338,6 +357,7 @@ def test_up_serves_a_purchase_restarts_a_dead_child_and_stops_clean(tmp_path: Pa
         assert call(port, "GET", "/seckill/activities/up-phone", token)[1]["remaining"] == 9
 
         stop_and_check_nothing_is_left(up, log, seen)
+        assert not up_file.exists()  # removed on exit: no CLI takes a stopped up's Redis
         text = log.read_text()
         assert text.index("gunicorn-1 stopped") < text.index("orders-worker stopped") < text.index(
             "valkey stopped"

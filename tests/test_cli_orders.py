@@ -45,7 +45,7 @@ def test_reconcile_rebuilds_a_lost_activity_and_repairs_a_drift(
         worker.step()
 
     rds.delete(f"{prefix}:{{{aid}}}:meta", f"{prefix}:{{{aid}}}:buyers")
-    rebuilt = seckill("reconcile", aid, env=env)
+    rebuilt = seckill("reconcile", aid, "--repair", env=env)  # without it: read-only
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert json.loads(rebuilt.stdout)["action"] == "rebuilt"
     assert rds.hget(f"{prefix}:{{{aid}}}:meta", "remaining") == "3"

@@ -17,12 +17,15 @@ from pathlib import Path
 from seckill.config import MIN_KEY_BYTES, ConfigError, Settings
 from seckill.domain import errors
 from seckill.ops.commands import (
+    READ,
+    WRITE,
     Failure,
     cmd_activity_create,
     cmd_activity_restock,
     cmd_activity_show,
     cmd_order_cancel,
     cmd_reconcile,
+    store_access,
     units_arg,
 )
 
@@ -116,6 +119,15 @@ def cmd_nginx_render(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- seckill reconcile -----------------------------------------------------------------
+
+
+def cmd_reconcile_access(args: argparse.Namespace) -> int:
+    """``seckill reconcile``: read-only (nothing written anywhere) unless ``--repair``."""
+    with store_access(WRITE if args.repair else READ):
+        return cmd_reconcile(args)
+
+
 # -- seckill up ------------------------------------------------------------------------
 
 
@@ -186,7 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("-o", "--output", help="file to write (default: standard output)")
     render.set_defaults(handler=cmd_nginx_render)
 
-    activity = commands.add_parser("activity", help="create or show an activity in REDIS_URL")
+    activity = commands.add_parser(
+        "activity", help="create, show or restock an activity (REDIS_URL, or the running up's)"
+    )
     verbs = activity.add_subparsers(dest="verb", metavar="VERB", required=True)
     create = verbs.add_parser("create", help="create an activity (the admin API's validation)")
     create.add_argument("--id", required=True)
@@ -206,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     ends.add_argument("--duration", type=int, metavar="SECONDS", help="sale length in seconds")
     create.add_argument("--per-user-limit", type=int, help="units one user may buy (default 1)")
     create.set_defaults(handler=cmd_activity_create)
-    show = verbs.add_parser("show", help="print an activity")
+    show = verbs.add_parser("show", help="print an activity (reads only)")
     show.add_argument("id")
     show.set_defaults(handler=cmd_activity_show)
     restock = verbs.add_parser(
@@ -223,12 +237,13 @@ def build_parser() -> argparse.ArgumentParser:
     cancel.set_defaults(handler=cmd_order_cancel)
 
     rec = commands.add_parser(
-        "reconcile", help="compare an activity's Redis state with the database; rebuild if lost"
+        "reconcile", help="compare an activity's Redis state with the database (reads only)"
     )
     rec.add_argument("id")
     rec.add_argument("--repair", action="store_true",
-                     help="rebuild Redis from the database when they differ (and no order waits)")
-    rec.set_defaults(handler=cmd_reconcile)
+                     help="rebuild Redis from the database when it lost the activity or they "
+                          "differ (and no order waits)")
+    rec.set_defaults(handler=cmd_reconcile_access)
     return parser
 
 

@@ -4,13 +4,16 @@ In start order: the embedded Valkey (unless ``REDIS_URL`` is set), the orders wo
 gunicorn instances, and nginx in front (without nginx, one instance on ``--port``). They stop
 in reverse order: nginx first, so the instances see no new request while they stop, and the
 worker last, so it stores the last orders the gateway decided. Development secrets are made up
-once, here, so that every worker signs and verifies with the same keys. Each child in detail:
-docs/internals.md.
+once, here, so that every worker signs and verifies with the same keys. While the stack is up,
+``<data>/up.json`` tells the operator's commands where its Redis and database are. Each child
+in detail: docs/internals.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -51,6 +54,69 @@ def redact_url(url: str) -> str:
     host = parts.hostname or ""
     netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+# -- <data>/up.json: how the operator's commands find the running `seckill up` -------------
+
+UP_FILE = "up.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunningUp:
+    """What a running ``seckill up`` tells about itself in ``<data>/up.json``. It holds no
+    secret: a URL's password is written ``***`` (the command must then be given the URL)."""
+
+    path: Path
+    pid: int
+    redis_url: str
+    database_url: str
+    key_prefix: str
+
+
+def write_up_file(data_dir: Path, redis_url: str, settings: Settings) -> Path:
+    """Write ``<data>/up.json`` (mode 0600, atomically) for this process; returns its path."""
+    path = data_dir / UP_FILE
+    partial = path.with_name(UP_FILE + ".partial")
+    with contextlib.suppress(FileNotFoundError):
+        partial.unlink()
+    with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+        json.dump({"pid": os.getpid(), "redis_url": redact_url(redis_url),
+                   "database_url": redact_url(settings.database_url),
+                   "key_prefix": settings.key_prefix}, out)
+    os.replace(partial, path)
+    return path
+
+
+def find_running_up(data_dir: Path) -> tuple[RunningUp | None, str]:
+    """The ``seckill up`` running with ``data_dir``, or None and why there is none. Reads
+    only: a stale file (its pid gone, after a kill -9) is left where it is."""
+    path = data_dir / UP_FILE
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        found = RunningUp(path, int(raw["pid"]), str(raw["redis_url"]),
+                          str(raw["database_url"]), str(raw["key_prefix"]))
+    except FileNotFoundError:
+        return None, f"it has no {UP_FILE}" if data_dir.is_dir() else "there is no such folder"
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return None, f"{path} cannot be read: {type(exc).__name__}: {exc}"
+    if not _alive(found.pid):
+        return None, f"the one that wrote {path}, pid {found.pid}, is not running"
+    return found, ""
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another account's process
+    try:  # a zombie is gone too, only not reaped yet
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _check_port_free(host: str, port: int) -> None:
@@ -286,6 +352,8 @@ def run(args: argparse.Namespace) -> int:
             supervisor.start()
             if supervisor.stop_requested:
                 raise Stopping()
+            # The operator's commands find this stack through it (removed on the way out).
+            write_up_file(data_dir, redis_url, settings)
             print(
                 f"seckill is up on {base} ({shape})\n"
                 f"  Redis:     {redis_note}\n"
@@ -303,6 +371,8 @@ def run(args: argparse.Namespace) -> int:
             supervisor.failure = str(exc)
             log(str(exc))
         finally:
+            with contextlib.suppress(FileNotFoundError):
+                (data_dir / UP_FILE).unlink()
             supervisor.stop()
         log("stopped")
     return 1 if supervisor.failure else 0
