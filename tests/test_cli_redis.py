@@ -188,11 +188,12 @@ def _cli_env(database_url: str, server: EmbeddedValkey, prefix: str) -> dict[str
 
 
 def test_the_cli_finds_a_running_up_through_its_data_folder(
-    tmp_path: Path, own_valkey: EmbeddedValkey, probe: redis.Redis, database_url: str,
-    prefix: str,
+    tmp_path: Path, own_valkey: EmbeddedValkey, probe: redis.Redis, prefix: str
 ) -> None:
     """up.json names the Redis, the database and the key prefix; the live pid is this test's.
-    The default data folder is ./.seckill-data; SECKILL_DATA_DIR names another."""
+    The default data folder is ./.seckill-data; SECKILL_DATA_DIR names another. (A SQLite
+    file: in the command's network namespace a database server would be out of reach.)"""
+    database_url = f"sqlite:///{tmp_path / 'orders.db'}"
     named = _cli_env(database_url, own_valkey, prefix)
     made = seckill("activity", "create", "--id", "phone", "--name", "Phone", "--total", "5",
                    "--duration", "600", env=named)
@@ -219,6 +220,29 @@ def test_the_cli_finds_a_running_up_through_its_data_folder(
     assert_one_line_error(other, 2, "DATABASE_URL")
     assert "differs" in other.stderr
     assert not (tmp_path / "other.db").exists()
+
+
+def test_the_up_file_keeps_no_password(tmp_path: Path) -> None:
+    """``seckill up`` on a REDIS_URL with a password: up.json says where, not the password, and
+    a command that finds it asks for REDIS_URL instead of guessing."""
+    from seckill.ops.up import find_running_up, write_up_file
+
+    data = tmp_path / "data"
+    data.mkdir()
+    settings = Settings.from_env({
+        "SECKILL_ENV": "development", "SECKILL_DATA_DIR": str(data),
+        "DATABASE_URL": "postgresql://app:db-secret@db.internal/sales"})
+    path = write_up_file(data, "redis://:redis-secret@cache.internal:6380/0", settings)
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert "secret" not in path.read_text()
+    running, _ = find_running_up(data)
+    assert running is not None and running.pid == os.getpid()
+    assert running.redis_url == "redis://:***@cache.internal:6380/0"
+
+    result = isolated("activity", "show", "phone", env={"SECKILL_DATA_DIR": str(data)},
+                      cwd=tmp_path)
+    assert_one_line_error(result, 2, "set REDIS_URL")
+    assert "keeps no password" in result.stderr
 
 
 # -- read-only commands write nothing -------------------------------------------------------
