@@ -18,7 +18,7 @@ from flask.testing import FlaskClient
 
 from seckill.config import Settings
 from seckill.ops.embedded import EmbeddedValkey
-from seckill.store.recovery import reconcile
+from seckill.store.reconcile import reconcile
 from seckill.worker.orders import GROUP
 from tests.conftest import ADMIN, activity_stats, order_status
 from tests.cutting_proxy import CuttingProxy

@@ -29,7 +29,7 @@ from seckill.domain.packets import split
 from seckill.sql import engine as db
 from seckill.sql.book import OrderBook
 from seckill.sql.schema import activities
-from seckill.store.recovery import reconcile
+from seckill.store.reconcile import reconcile
 from seckill.store.stock import StockService
 from tests.conftest import (
     ADMIN,

@@ -307,7 +307,7 @@ def cmd_order_cancel(args: argparse.Namespace) -> int:
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
     """``seckill reconcile``: compare Redis with the database (``--repair``: rebuild), print it."""
-    from seckill.store.recovery import reconcile
+    from seckill.store.reconcile import reconcile
 
     _activity_id(args.id)
     with _services() as services:
