@@ -161,6 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--ip-rate", type=_ip_rate, default="20r/s",
                     help="nginx per-client-IP rate, e.g. 20r/s, or off (default 20r/s)")
     up.add_argument("--no-nginx", action="store_true", help="serve through gunicorn directly")
+    up.add_argument("--redis-nodes", type=int, metavar="N",
+                    help="an embedded Valkey Cluster of N masters (N >= 3) instead of one server")
+    up.add_argument("--replicas", type=int, metavar="R",
+                    help="with --redis-nodes: R replicas of each master (default 0)")
     up.set_defaults(handler=cmd_up)
 
     token = commands.add_parser("token", help="print a user JWT signed with SECKILL_JWT_SECRET")

@@ -28,6 +28,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from seckill.config import SECRET_VARS, ConfigError, Settings
+from seckill.ops.cluster import up_cluster
 from seckill.ops.embedded import free_port
 from seckill.ops.nginx import INSTALL_HINT, nginx_binary
 from seckill.ops.nginx import command as nginx_command
@@ -250,12 +251,27 @@ def try_it(
     return "\n".join(lines)
 
 
+def _check_cluster_args(args: argparse.Namespace, environ: dict[str, str]) -> None:
+    """``--redis-nodes N [--replicas R]``: N >= 3, R >= 0, and no REDIS_URL beside them."""
+    nodes, replicas = args.redis_nodes, args.replicas
+    if nodes is None and replicas is not None:
+        raise ConfigError("--replicas goes with --redis-nodes N (an embedded cluster)")
+    if nodes is not None and nodes < 3:
+        raise ConfigError(f"--redis-nodes must be at least 3 (a cluster's masters), got {nodes}")
+    if replicas is not None and replicas < 0:
+        raise ConfigError(f"--replicas must be 0 or more, got {replicas}")
+    if nodes is not None and environ.get("REDIS_URL"):
+        raise ConfigError("--redis-nodes starts an embedded cluster, and REDIS_URL names "
+                          "another Redis; unset REDIS_URL, or drop --redis-nodes")
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``seckill up``: start the stack and supervise it until stopped; the exit code."""
     from seckill.ops.embedded import EmbeddedValkey
     from seckill.ops.supervisor import Stopping, Supervisor, SupervisorError, redis_ready
 
     environ = dict(os.environ)
+    _check_cluster_args(args, environ)
     # No production secret missing, every value valid (the worker's options too): refused
     # here, not in a crash loop of a child.
     settings = Settings.from_env(environ)
@@ -281,6 +297,12 @@ def run(args: argparse.Namespace) -> int:
         if environ.get("REDIS_URL"):
             redis_url = environ["REDIS_URL"]
             redis_note = f"{redact_url(redis_url)} (REDIS_URL)"
+        elif args.redis_nodes is not None:
+            redis_url, redis_note, nodes = up_cluster(data_dir / "cluster", args.redis_nodes,
+                                                      args.replicas or 0, environ)
+            embedded_url = redis_url
+            specs += nodes
+            env["SECKILL_REDIS_CLUSTER"] = "on"
         else:
             valkey = EmbeddedValkey(data_dir / "valkey")
             valkey.data_dir.mkdir(parents=True, exist_ok=True)
