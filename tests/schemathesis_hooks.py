@@ -1,0 +1,64 @@
+"""schemathesis hooks of tests/test_schemathesis.py (loaded by ``st run`` from its config).
+
+The document states every rule of a body that JSON Schema can state. docs/API.md states the
+others: a count is a JSON integer literal (``3``; JSON Schema also counts ``3.0`` as an integer,
+the gateway refuses it), and a new activity's rules that tie two fields together or a field to
+the clock. A request schemathesis generates as valid ("positive") that breaks one of them is not
+valid, so it is not sent as such: the gateway must accept every positive body that remains.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any
+
+import schemathesis
+from schemathesis import GenerationMode
+
+LAST_SECOND = 253_402_300_799.999  # 9999-12-31T23:59:59.999Z
+
+
+def _epoch(value: Any) -> float | None:
+    """Epoch seconds of a time the gateway takes (1970..9999 in UTC), else None."""
+    try:
+        stamp = datetime.fromisoformat(str(value)).timestamp()
+    except (ValueError, OverflowError):  # not a day of the calendar (e.g. 2026-02-30)
+        return None
+    return stamp if 0 <= stamp <= LAST_SECOND else None
+
+
+def breaks_a_cross_field_rule(body: Any) -> bool:
+    """Whether a new activity's body breaks a rule the document's JSON Schema cannot state."""
+    if not isinstance(body, dict):
+        return False
+    starts, ends = _epoch(body.get("starts_at")), _epoch(body.get("ends_at"))
+    if starts is None or ends is None or ends <= starts or ends <= time.time() + 60:
+        return True
+    amount, count = body.get("amount"), body.get("count")
+    return isinstance(amount, int) and isinstance(count, int) and amount < count
+
+
+def has_a_float(value: Any) -> bool:
+    """Whether a body holds a JSON number with a fraction or an exponent anywhere (the
+    document's schemas have no number that is not an integer)."""
+    if isinstance(value, float):
+        return True
+    if isinstance(value, dict):
+        return any(has_a_float(item) for item in value.values())
+    if isinstance(value, list):
+        return any(has_a_float(item) for item in value)
+    return False
+
+
+@schemathesis.hook
+def filter_case(context: schemathesis.HookContext, case: schemathesis.Case) -> bool:
+    """Keep every case but a positive one that breaks a rule JSON Schema cannot state."""
+    meta = case.meta
+    if meta is None or meta.generation.mode != GenerationMode.POSITIVE:
+        return True
+    if has_a_float(case.body):
+        return False
+    if case.operation.definition.raw.get("operationId") == "createActivity":
+        return not breaks_a_cross_field_rule(case.body)
+    return True
