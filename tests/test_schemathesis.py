@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import subprocess
 import sys
@@ -65,8 +66,16 @@ def call(base: str, method: str, path: str, token: str, body: Any = None) -> tup
         return int(exc.code), json.loads(exc.read())
 
 
-def seed(base: str) -> tuple[list[str], list[str]]:
-    """Real activities of every kind and state the API can create, and real orders in them."""
+@dataclasses.dataclass
+class Seeded:
+    activities: list[str]  # real activity ids
+    orders: list[str]  # real order ids
+    tokens: list[str]  # the fuzzer's purchase-URL tokens for the open activities
+
+
+def seed(base: str) -> Seeded:
+    """Real activities of every kind and state the API can create, real orders in them, and the
+    fuzzer's signed purchase URLs for the open ones."""
     tag = uuid.uuid4().hex[:6]
     bodies: list[dict[str, Any]] = [
         # per_user_limit at its maximum: any quantity the document allows may be bought.
@@ -91,7 +100,13 @@ def seed(base: str) -> tuple[list[str], list[str]]:
         status, bought = call(base, "POST", issued["url"], token, {})
         assert status == 200, bought
         orders.append(str(bought["order_id"]))
-    return activities, orders
+    fuzzer = mint_user_token(FUZZER, JWT_SECRET, 3600)
+    tokens = []
+    for aid in activities:
+        status, issued = call(base, "GET", f"/seckill/url?activity={aid}", fuzzer)
+        if status == 200:
+            tokens.append(str(issued["url"]).split("/")[3])
+    return Seeded(activities, orders, tokens)
 
 
 def toml(value: Any) -> str:
@@ -107,9 +122,9 @@ def toml(value: Any) -> str:
     return "{" + ", ".join(f"{json.dumps(k)} = {toml(v)}" for k, v in value.items()) + "}"
 
 
-def config(base: str, activities: list[str], orders: list[str]) -> dict[str, Any]:
+def config(base: str, seeded: Seeded | None) -> dict[str, Any]:
     """A run's configuration: the live gateway, both tokens, every check; path and query ids
-    drawn from ``activities`` and ``orders`` half of the time (none: from the links only)."""
+    drawn from the ``seeded`` ones half of the time (None: from the links only)."""
     dictionaries: dict[str, Any] = {
         # A sale window open now, half of the time: new activities then reach the purchase
         # (random times are rarely "now").
@@ -120,11 +135,14 @@ def config(base: str, activities: list[str], orders: list[str]) -> dict[str, Any
         "body.starts_at": {"dictionary": "opened", "probability": 0.5},
         "body.ends_at": {"dictionary": "closes", "probability": 0.5},
         "body.quantity": {"dictionary": "one", "probability": 0.5}}
-    if activities and orders:
-        dictionaries |= {"activities": {"values": activities}, "orders": {"values": orders}}
+    if seeded is not None:
+        dictionaries |= {"activities": {"values": seeded.activities},
+                         "orders": {"values": seeded.orders},
+                         "tokens": {"values": seeded.tokens}}
         real_ids = {"dictionary": "activities", "probability": 0.5}
         parameters |= {"path.aid": real_ids, "query.activity": real_ids,
-                       "path.order_id": {"dictionary": "orders", "probability": 0.5}}
+                       "path.order_id": {"dictionary": "orders", "probability": 0.5},
+                       "path.token": {"dictionary": "tokens", "probability": 0.5}}
     return {
         "base-url": base,
         "request-timeout": REQUEST_TIMEOUT,
@@ -162,8 +180,7 @@ class LiveGateway:
     base: str
     folder: Path
     log: Path
-    activities: list[str]
-    orders: list[str]
+    seeded: Seeded
 
     def answers_since(self, offset: int) -> list[tuple[str, str, int]]:
         """(method, path, status) of every answer logged past ``offset`` bytes of the log."""
@@ -179,8 +196,7 @@ class LiveGateway:
         operations (ids), else all."""
         name = "-".join(phases) + ("-only" if only else "")
         config_file = self.folder / f"{name}.toml"
-        settings = config(self.base, self.activities if real_ids else [],
-                          self.orders if real_ids else [])
+        settings = config(self.base, self.seeded if real_ids else None)
         config_file.write_text("".join(f"{key} = {toml(value)}\n"
                                        for key, value in settings.items()))
         return subprocess.run(
@@ -189,7 +205,10 @@ class LiveGateway:
              "--workers", "1", "--report", "junit",
              "--report-junit-path", str(self.folder / f"{name}.xml"),
              *(arg for op in only for arg in ("--include-operation-id", op))],
-            cwd=REPO_ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False,
+            # Run in the test's folder (schemathesis and Hypothesis keep caches in the working
+            # directory); the hooks module is found through PYTHONPATH.
+            cwd=self.folder, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+            capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False,
         )
 
 
@@ -201,10 +220,10 @@ def gateway(valkey: EmbeddedValkey, tmp_path_factory: pytest.TempPathFactory
     env = gateway_env(valkey.url, f"st{uuid.uuid4().hex[:10]}", folder / "data",
                       f"sqlite:///{folder / 'orders.db'}", "1000/second")
     env["GUNICORN_ACCESSLOG"] = "-"  # one line per answer, in the log: what the run reached
+    env["SECKILL_URL_TTL"] = "900"  # the seeded purchase URLs outlive the run
     log = folder / "gunicorn.log"
     with gunicorn_server(env, workers=2, log_file=log) as base:
-        activities, orders = seed(base)
-        yield LiveGateway(base, folder, log, activities, orders)
+        yield LiveGateway(base, folder, log, seed(base))
 
 
 def passed(result: subprocess.CompletedProcess[str]) -> bool:
