@@ -34,12 +34,13 @@ from tests.conftest import ADMIN_TOKEN, JWT_SECRET, gateway_env, iso
 from tests.servers import REPO_ROOT, gunicorn_server
 
 FUZZER = "fuzzer@example.com"
-MAX_EXAMPLES = 400  # per operation and phase
-STATEFUL_EXAMPLES = 300  # scenarios of the stateful phase (each up to 10 calls)
+# Per operation and phase; SECKILL_SCHEMATHESIS_EXAMPLES=5000 for a deeper run by hand.
+MAX_EXAMPLES = int(os.environ.get("SECKILL_SCHEMATHESIS_EXAMPLES") or 400)
+STATEFUL_EXAMPLES = MAX_EXAMPLES  # scenarios of the stateful phase (each up to 10 calls)
 # schemathesis's default answers to a valid request, and to an invalid one.
 ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
 REJECTED = ["400", "401", "403", "404", "405", "406", "409", "415", "422", "428", "429", "5xx"]
-RUN_TIMEOUT = 150  # seconds per phase run
+RUN_TIMEOUT = max(150, MAX_EXAMPLES // 2)  # seconds per phase run
 ACCESS_LINE = re.compile(r'"([A-Z]+) ([^ ?"]+)[^"]*" (\d{3}) ')
 # The stateful flow, as answers in the access log: (method, path pattern, status).
 FLOW_OPERATIONS = ("createActivity", "getPurchaseUrl", "purchase", "getOrderStatus",
