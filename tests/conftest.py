@@ -25,6 +25,7 @@ from sqlalchemy.engine import make_url
 
 from edge.identity import mint_user_token
 from seckill.config import Settings
+from seckill.ops.cluster import EmbeddedCluster
 from seckill.ops.embedded import EmbeddedValkey
 from seckill.sql import engine as db
 from seckill.web.app import create_app
@@ -243,3 +244,17 @@ def create_activity(client: FlaskClient, **fields: Any) -> dict[str, Any]:
     assert response.status_code == 201, response.get_json()
     created: dict[str, Any] = response.get_json()
     return created
+
+
+@pytest.fixture(scope="session")
+def valkey_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    """A Valkey Cluster for the whole session, from the embedded binaries: 3 masters with 1
+    replica each, AOF always, a 2 s node timeout (a failover takes about 4 s). ``.url`` names
+    one node, ``.urls`` all; ``.master_of_slot(slot)`` is a port. A test that kills a node
+    restarts it (``.restart(port)`` waits until the cluster is whole again); which node is a
+    master may then have changed. Keys: use a prefix of the test's own, as on ``valkey``."""
+    cluster = EmbeddedCluster(tmp_path_factory.mktemp("valkey-cluster"), masters=3, replicas=1,
+                              node_timeout_ms=2000)
+    cluster.start()
+    yield cluster
+    cluster.stop()

@@ -96,7 +96,7 @@ def free_cluster_ports(count: int, host: str = "127.0.0.1") -> list[int]:
         ):
             ports.append(port)
             if len(ports) == count:
-                return ports
+                return sorted(ports)
     raise ClusterError(f"found no {count} free ports with free cluster bus ports on {host}")
 
 
