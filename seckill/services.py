@@ -73,6 +73,7 @@ class Services:
         cache = ActivityCache(activities, settings.meta_ttl, restore=restorer.ensure)
         board = SoldOutBoard(client, keys, ttl=settings.sold_out_ttl)
         board.on_clear.append(cache.forget)
+        cache.on_unknown = lambda: board.ensure_listening(wait=False)
         wire = Wire(pool, limit=settings.redis_max_connections, wait=settings.redis_timeout)
         stock = StockService(
             client, keys, scripts, book, restorer,

@@ -67,6 +67,9 @@ class ActivityCache:
         self._refresher: threading.Thread | None = None
         self._closed = threading.Event()
         self._background = background_client(store.client, "activities")
+        # Called once an unknown id is remembered: so that its creation is heard (the sold-out
+        # listener, whose messages forget copies) rather than waited for a refresh round.
+        self.on_unknown: Callable[[], None] | None = None
 
     def get(self, aid: str) -> Activity | None:
         """The copy of the activity (None: unknown id); an id with no copy is loaded now."""
@@ -143,6 +146,8 @@ class ActivityCache:
                 self._make_room()
                 self._copies[aid] = _Copy(activity)
         load.done.set()
+        if activity is None and self.on_unknown is not None:
+            self.on_unknown()
         return activity
 
     def _load(self, aid: str) -> Activity | None:

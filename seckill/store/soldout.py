@@ -224,8 +224,9 @@ class SoldOutBoard:
 
     # -- the pub/sub listener ------------------------------------------------------------
 
-    def ensure_listening(self) -> None:
-        """Start the listener thread (again, if it died) unless closed."""
+    def ensure_listening(self, wait: bool = True) -> None:
+        """Start the listener thread (again, if it died) unless closed; ``wait``: until it
+        has subscribed (at most a second)."""
         listener = self._listener
         if (listener is not None and listener.is_alive()) or self._stop.is_set():
             return
@@ -236,7 +237,8 @@ class SoldOutBoard:
                 )
                 self._listener.start()
         # The first flag is only trusted once we would hear it being dropped.
-        self._subscribed.wait(timeout=1.0)
+        if wait:
+            self._subscribed.wait(timeout=1.0)
 
     def _listen(self) -> None:
         self._vouched = True  # every flag was read at most a round ago (or is dropped below)

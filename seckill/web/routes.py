@@ -82,6 +82,9 @@ def _admin(limits: ColdLimits) -> Blueprint:
         activity = parse_new_activity(_json_body(allow_empty=False))
         catalog.create_activity(found.book, found.activities, activity)
         found.cache.forget(activity.id)
+        # Every other process that was asked for this id remembers it as unknown: the message
+        # makes them forget it now (their refresh would find it within SECKILL_META_TTL).
+        found.stock.announce_stock_returned(activity.id)
         return activity.public(now_ms()), 201
 
     @bp.post("/admin/activities/<aid>/stock")
