@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import random
 import re
 import socket
 import subprocess
@@ -87,12 +88,19 @@ def _bindable(host: str, port: int) -> bool:
 
 
 def free_cluster_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct ports free on ``host`` whose cluster bus port (+10000) is free too."""
+    """``count`` distinct ports free on ``host``, each with its cluster bus port (+10000), both
+    below the kernel's ephemeral range when it leaves room: then a port taken with
+    :func:`free_port` (e.g. a gunicorn instance's) is never one of a node's not started yet."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 0
     ports: list[int] = []
     for _ in range(count * 50):
-        port = free_port(host)
-        if port not in ports and port + BUS_PORT_OFFSET <= 65535 and _bindable(
-            host, port + BUS_PORT_OFFSET
+        port = (random.randrange(10000, low - BUS_PORT_OFFSET) if low > 25000
+                else free_port(host))
+        if port not in ports and port + BUS_PORT_OFFSET <= 65535 and all(
+            _bindable(host, each) for each in (port, port + BUS_PORT_OFFSET)
         ):
             ports.append(port)
             if len(ports) == count:
@@ -132,8 +140,7 @@ class EmbeddedCluster:
         appendfsync: str = "always",
     ) -> None:
         if masters < 3 or replicas < 0:
-            raise ValueError(f"a cluster needs 3 masters or more and 0 replicas or more, "
-                             f"got {masters} and {replicas}")
+            raise ValueError(f"3 masters or more, 0 replicas or more; not {masters}, {replicas}")
         self.data_dir = Path(data_dir).resolve()
         self.masters, self.replicas, self.host = masters, replicas, host
         self.node_timeout_ms = node_timeout_ms
@@ -176,8 +183,7 @@ class EmbeddedCluster:
         return process is not None and process.poll() is None
 
     def _counts(self, port: int) -> bool:
-        """Whether the node on ``port`` should be up: ours and running, or not ours to know
-        (run by ``seckill up``'s supervisor, not through ``self.servers``)."""
+        # Should be up: ours and running, or not ours to know (run by `seckill up`).
         return self.running(port) or self.servers[port].process is None
 
     def prepare(self) -> None:
