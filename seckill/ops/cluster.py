@@ -30,6 +30,7 @@ BUS_PORT_OFFSET = 10000  # a node's cluster bus listens on its port + 10000
 NODE_DIR = re.compile(r"node-([1-9][0-9]{0,4})")
 DEFAULT_NODE_TIMEOUT_MS = 2000
 Ranges = tuple[tuple[int, int], ...]
+FAILED = frozenset({"fail", "fail?"})  # CLUSTER NODES flags of a node seen down
 
 
 class ClusterError(RuntimeError):
@@ -97,8 +98,7 @@ def free_cluster_ports(count: int, host: str = "127.0.0.1") -> list[int]:
         low = 0
     ports: list[int] = []
     for _ in range(count * 50):
-        port = (random.randrange(10000, low - BUS_PORT_OFFSET) if low > 25000
-                else free_port(host))
+        port = random.randrange(10000, low - BUS_PORT_OFFSET) if low > 25000 else free_port(host)
         if port not in ports and port + BUS_PORT_OFFSET <= 65535 and all(
             _bindable(host, each) for each in (port, port + BUS_PORT_OFFSET)
         ):
@@ -108,7 +108,7 @@ def free_cluster_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     raise ClusterError(f"found no {count} free ports with free cluster bus ports on {host}")
 
 
-def _parse_nodes(text: str) -> Iterator[tuple[str, int, str, str, Ranges]]:
+def _parse_nodes(text: str) -> Iterator[tuple[str, int, frozenset[str], str, Ranges]]:
     """``CLUSTER NODES`` lines as (id, port, flags, master id, slot ranges). Slots being
     migrated or imported (``[slot->-id]``) are left out: they are owned as listed."""
     for line in text.splitlines():
@@ -121,8 +121,8 @@ def _parse_nodes(text: str) -> Iterator[tuple[str, int, str, str, Ranges]]:
             if not field.startswith("["):
                 low, _, high = field.partition("-")
                 ranges.append((int(low), int(high or low)))
-        yield (fields[0], int(port) if port.isdigit() else 0, fields[2], fields[3],
-               tuple(sorted(ranges)))
+        yield (fields[0], int(port) if port.isdigit() else 0, frozenset(fields[2].split(",")),
+               fields[3], tuple(sorted(ranges)))
 
 
 class EmbeddedCluster:
@@ -281,9 +281,9 @@ class EmbeddedCluster:
                 return f"replica {port}: master_link_status:{link}"
             view: dict[Ranges, int] = {}
             for _, node_port, flags, _, ranges in _parse_nodes(text):
-                if node_port in live and "fail" in flags:
-                    return f"node {port} sees node {node_port} as {flags}"
-                if "master" in flags.split(",") and ranges:
+                if node_port in live and flags & FAILED:
+                    return f"node {port} sees node {node_port} as {','.join(sorted(flags))}"
+                if "master" in flags and ranges:
                     if node_port not in live:
                         return f"node {port} sees slot {ranges[0][0]} owned by {node_port}"
                     view[ranges] = node_port
@@ -337,8 +337,8 @@ class EmbeddedCluster:
                     if server.process is not None and server.process.poll() is None}
             return sorted(
                 (ClusterNode(node_port, node_id,
-                             "master" if "master" in flags.split(",") else "replica",
-                             port_of.get(master_id), "fail" in flags, ranges,
+                             "master" if "master" in flags else "replica",
+                             port_of.get(master_id), bool(flags & FAILED), ranges,
                              pids.get(node_port))
                  for node_id, node_port, flags, master_id, ranges in parsed),
                 key=lambda node: node.port,
