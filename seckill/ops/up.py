@@ -1,6 +1,7 @@
 """``seckill up``: the whole stack in the foreground, as children of a small supervisor.
 
-In start order: the embedded Valkey (unless ``REDIS_URL`` is set), the orders worker, the
+In start order: the embedded Valkey (unless ``REDIS_URL`` is set; with ``--redis-nodes``, the
+nodes of an embedded cluster: :mod:`seckill.ops.cluster`), the orders worker, the
 gunicorn instances, and nginx in front (without nginx, one instance on ``--port``). They stop
 in reverse order: nginx first, so the instances see no new request while they stop, and the
 worker last, so it stores the last orders the gateway decided. Development secrets are made up
@@ -261,8 +262,7 @@ def _check_cluster_args(args: argparse.Namespace, environ: dict[str, str]) -> No
     if replicas is not None and replicas < 0:
         raise ConfigError(f"--replicas must be 0 or more, got {replicas}")
     if nodes is not None and environ.get("REDIS_URL"):
-        raise ConfigError("--redis-nodes starts an embedded cluster, and REDIS_URL names "
-                          "another Redis; unset REDIS_URL, or drop --redis-nodes")
+        raise ConfigError("--redis-nodes with REDIS_URL: unset REDIS_URL, or drop --redis-nodes")
 
 
 def run(args: argparse.Namespace) -> int:
