@@ -120,10 +120,6 @@ def test_openapi_json_is_served_as_is_without_auth(client):
     assert client.head("/openapi.json").status_code == 200
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "create_app keeps Flask's default /static/<path:filename> route with no folder behind it: "
-    "OPTIONS /static/x answers 200 text/html with an empty body (the contract says JSON "
-    "always). Owner: seckill/web/app.py (Flask(__name__, static_folder=None))."))
 def test_no_static_route_is_served(app: Flask):
     assert FLASK_STATIC not in {rule.endpoint for rule in app.url_map.iter_rules()}
     with pytest.raises((NotFound, MethodNotAllowed)):

@@ -28,7 +28,7 @@ def create_app(config: Settings | Mapping[str, str] | None = None) -> Flask:
     """The gateway: Flask for the cold routes, with the hot routes answered in front of it."""
     settings = config if isinstance(config, Settings) else Settings.from_env(config)
     settings.announce_generated()
-    app = Flask(__name__)
+    app = Flask(__name__, static_folder=None)  # no /static/ route: the sale page is nginx's
     app.json = OrjsonProvider(app)
     app.config["SECKILL_SETTINGS"] = settings
     services = Services.build(settings)
