@@ -206,4 +206,8 @@ def test_up_refuses_a_bad_cluster(
     result = seckill("up", "--port", str(free_port()), "--no-nginx", *args,
                      env={**up_env(data), **extra})
     assert_one_line_error(result, 2, message)
-    assert not any(p.name() == "valkey-server" for p in psutil.Process().children(True))
+    # No node was started for this folder (the session's own Valkeys are this process's
+    # children too, so look for one working in this folder: valkey-server runs in its --dir).
+    assert not [p for p in psutil.process_iter(["name", "cwd"])
+                if p.info["name"] == "valkey-server"
+                and str(p.info["cwd"] or "").startswith(str(data))]
