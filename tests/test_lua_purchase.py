@@ -4,10 +4,8 @@ window on Redis TIME, the stream entry, the order id, the counters, NOSCRIPT, no
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import re
-import socket
 import threading
 import time
 import uuid
@@ -23,6 +21,7 @@ from seckill.store.activities import ActivityStore
 from seckill.store.keys import KeySpace
 from seckill.store.scripts import Scripts, lua_source
 from tests.conftest import ADMIN, buy, create_activity, expect, keys_of, user_headers
+from tests.relay import ChunkHook, Relay
 
 
 @dataclasses.dataclass
@@ -356,96 +355,35 @@ def test_noscript_through_the_gateway(client, make_activity, rds):
 # --- a purchase whose answer is lost is never retried -----------------------------------------
 
 
-class SlowProxy:
-    """A TCP relay in front of the real Valkey. While ``delay`` is set, it holds back Redis's
-    reply on any connection that sent the watched script's EVALSHA (and only there), and it
-    counts how often that EVALSHA was sent."""
+class SlowProxy(Relay):
+    """While ``delay`` is set, it holds back Redis's reply on any connection that sent the
+    watched script's EVALSHA (and only there), and it counts how often that EVALSHA was sent."""
 
     def __init__(self, upstream_port: int, watch: bytes) -> None:
-        self.upstream_port = upstream_port
         self.watch = watch
         self.delay = 0.0
         self.seen = 0
-        self._lock = threading.Lock()
-        self._sockets: list[socket.socket] = []
-        self._threads: list[threading.Thread] = []
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self._listener.settimeout(0.05)  # so that the accept loop sees close()
-        self.port = self._listener.getsockname()[1]
-        self._closed = False
-        self._spawn(self._accept)
+        super().__init__(upstream_port)
 
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+    def hooks(self) -> tuple[ChunkHook, ChunkHook]:
+        hold = threading.Event()  # this connection sent the watched EVALSHA
 
-    def _spawn(self, target: Any, *args: Any) -> None:
-        thread = threading.Thread(target=target, args=args, daemon=True)
-        self._threads.append(thread)
-        thread.start()
+        def on_request(chunk: bytes) -> bool:
+            found = chunk.count(self.watch)
+            if found:
+                with self._lock:
+                    self.seen += found
+                if self.delay:
+                    hold.set()
+            return True
 
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                downstream, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            downstream.settimeout(None)
-            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
-            with self._lock:
-                self._sockets += [downstream, upstream]
-            hold = threading.Event()
-            self._spawn(self._requests, downstream, upstream, hold)
-            self._spawn(self._replies, upstream, downstream, hold)
+        def on_reply(chunk: bytes) -> bool:
+            if hold.is_set():
+                time.sleep(self.delay)
+                hold.clear()
+            return True
 
-    def _requests(self, source: socket.socket, target: socket.socket,
-                  hold: threading.Event) -> None:
-        try:
-            while chunk := source.recv(65536):
-                found = chunk.count(self.watch)
-                if found:
-                    with self._lock:
-                        self.seen += found
-                    if self.delay:
-                        hold.set()
-                target.sendall(chunk)
-        except OSError:
-            pass
-        finally:
-            self._shutdown(source, target)
-
-    def _replies(self, source: socket.socket, target: socket.socket,
-                 hold: threading.Event) -> None:
-        try:
-            while chunk := source.recv(65536):
-                if hold.is_set():
-                    time.sleep(self.delay)
-                    hold.clear()
-                target.sendall(chunk)
-        except OSError:
-            pass
-        finally:
-            self._shutdown(source, target)
-
-    @staticmethod
-    def _shutdown(*sockets: socket.socket) -> None:
-        for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-    def close(self) -> None:
-        self._closed = True
-        with self._lock:
-            sockets = list(self._sockets)
-        self._shutdown(*sockets)  # wakes the relays blocked in recv()
-        for thread in self._threads:
-            thread.join(5)
-        assert not any(thread.is_alive() for thread in self._threads)
-        self._listener.close()
-        for sock in sockets:
-            sock.close()
+        return on_request, on_reply
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 
 Everything is real: the session's Valkey (own key prefix per test), the test's own SQLite file
 or PostgreSQL schema, the orders worker run as ``seckill worker`` runs it (``run`` in a
-thread), and a TCP relay (``tests/cutting_proxy.py``) that cuts the worker's connection at the
+thread), and a TCP relay (``tests/relay.py``) that cuts the worker's connection at the
 exact moment the stream entries are acknowledged.
 """
 
@@ -21,7 +21,6 @@ from seckill.ops.embedded import EmbeddedValkey
 from seckill.store.reconcile import reconcile
 from seckill.worker.orders import GROUP
 from tests.conftest import ADMIN, activity_stats, order_status
-from tests.cutting_proxy import CuttingProxy
 from tests.faults import (
     WorkerThread,
     built_worker,
@@ -30,6 +29,7 @@ from tests.faults import (
     stored_orders,
     wait_until,
 )
+from tests.relay import CuttingProxy
 from tests.test_orders_worker import buy_ok, stream_key
 
 
