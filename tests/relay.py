@@ -12,6 +12,7 @@ import socket
 import threading
 from collections.abc import Callable
 from types import TracebackType
+from typing import Self
 
 # What a relay does with a chunk before it is forwarded: False drops it and cuts the connection.
 ChunkHook = Callable[[bytes], bool]
@@ -91,7 +92,7 @@ class Relay:
         for sock in sockets:
             sock.close()
 
-    def __enter__(self) -> Relay:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
