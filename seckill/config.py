@@ -123,6 +123,8 @@ class Settings:
     behind_proxy: bool
     instance: str
     durability: str = "local"
+    # SECKILL_REDIS_CLUSTER: "auto" (ask the server), "on" (a Redis/Valkey Cluster) or "off".
+    redis_cluster: str = "auto"
     durability_timeout_ms: int = 1500
     # The orders worker (``seckill worker``).
     worker_batch: int = 500
@@ -192,6 +194,7 @@ class Settings:
             instance=env.get("SECKILL_INSTANCE") or f"{os.uname().nodename}:{os.getpid()}",
             durability=_choice(env, "SECKILL_DURABILITY", "local", ("none", "local", "replica")),
             durability_timeout_ms=_int(env, "SECKILL_DURABILITY_TIMEOUT_MS", 1500, minimum=1),
+            redis_cluster=_choice(env, "SECKILL_REDIS_CLUSTER", "auto", ("auto", "on", "off")),
             worker_batch=_int(env, "SECKILL_WORKER_BATCH", 500, minimum=1),
             worker_block_ms=_int(env, "SECKILL_WORKER_BLOCK_MS", 500, minimum=1),
             worker_claim_idle_ms=_int(env, "SECKILL_WORKER_CLAIM_IDLE_MS", 30_000, minimum=1),

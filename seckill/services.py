@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +23,19 @@ from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
 from seckill.store.activities import ActivityStore
 from seckill.store.cache import ActivityCache
-from seckill.store.connection import Wire, make_pool
+from seckill.store.connection import (
+    Client,
+    ScriptWire,
+    Wire,
+    close_client,
+    is_cluster,
+    make_cluster,
+    make_pool,
+)
 from seckill.store.durability import Durability
 from seckill.store.keys import KeySpace
 from seckill.store.recovery import Restorer
+from seckill.store.routing import ClusterWire
 from seckill.store.sale import SaleState
 from seckill.store.scripts import Scripts
 from seckill.store.soldout import SoldOutBoard
@@ -38,8 +47,7 @@ class Services:
     """The parts of one gateway process."""
 
     settings: Settings
-    pool: redis.BlockingConnectionPool
-    client: redis.Redis
+    client: Client
     keys: KeySpace
     scripts: Scripts
     activities: ActivityStore
@@ -49,18 +57,33 @@ class Services:
     book: OrderBook
     restorer: Restorer
     board: SoldOutBoard
-    wire: Wire
+    wire: ScriptWire
     sale: SaleState
+    # Also run by close(): parts the web layer adds (the cold routes' limiter's client).
+    closers: list[Callable[[], None]] = dataclasses.field(default_factory=list)
+
+    @property
+    def cluster(self) -> bool:
+        """Whether Redis is a cluster (``SECKILL_REDIS_CLUSTER``, asked of the server)."""
+        return not isinstance(self.client, redis.Redis)
 
     @classmethod
     def build(cls, settings: Settings, read_only: bool = False) -> Services:
         """Wire every part from ``settings``; no connection is opened yet. ``read_only``: every
         Redis command that is not a read is refused before it is sent (:class:`ReadOnlyRefused`)
         and the database refuses writes (:func:`read_only_engine`)."""
-        pool = make_pool(settings)
-        if read_only:
-            pool.connection_class = _read_only(pool.connection_class)
-        client = redis.Redis(connection_pool=pool)
+        client: Client
+        wire: ScriptWire
+        if is_cluster(settings):
+            client = make_cluster(settings, _read_only(redis.Connection) if read_only else None)
+            wire = ClusterWire(client, limit=settings.redis_max_connections,
+                               wait=settings.redis_timeout)
+        else:
+            pool = make_pool(settings)
+            if read_only:
+                pool.connection_class = _read_only(pool.connection_class)
+            client = redis.Redis(connection_pool=pool)
+            wire = Wire(pool, limit=settings.redis_max_connections, wait=settings.redis_timeout)
         keys = KeySpace(settings.key_prefix)
         scripts = Scripts(client)
         activities = ActivityStore(client, keys, scripts)
@@ -74,7 +97,6 @@ class Services:
         board = SoldOutBoard(client, keys, ttl=settings.sold_out_ttl)
         board.on_clear.append(cache.forget)
         cache.on_unknown = lambda: board.ensure_listening(wait=False)
-        wire = Wire(pool, limit=settings.redis_max_connections, wait=settings.redis_timeout)
         stock = StockService(
             client, keys, scripts, book, restorer,
             Durability(settings.durability, settings.durability_timeout_ms),
@@ -82,16 +104,18 @@ class Services:
         )
         sale = SaleState(cache, board, stock, wire, keys, scripts.rate_limit,
                          settings.user_rates)
-        return cls(settings=settings, pool=pool, client=client, keys=keys, scripts=scripts,
+        return cls(settings=settings, client=client, keys=keys, scripts=scripts,
                    activities=activities, cache=cache, stock=stock, engine=engine, book=book,
                    restorer=restorer, board=board, wire=wire, sale=sale)
 
     def close(self) -> None:
         """Stop the background threads and close every connection."""
+        for closer in self.closers:
+            closer()
         self.board.close()
         self.cache.close()
         self.wire.close()
-        self.pool.disconnect()
+        close_client(self.client)
         self.engine.dispose()
 
 
@@ -104,6 +128,10 @@ class Services:
 HANDSHAKE_COMMANDS = frozenset({
     "AUTH", "HELLO", "SELECT", "CLIENT SETINFO", "CLIENT SETNAME", "CLIENT MAINT_NOTIFICATIONS",
 })
+# A cluster client reading its slot map (and the commands' key positions).
+TOPOLOGY_COMMANDS = frozenset({
+    "CLUSTER SLOTS", "CLUSTER SHARDS", "COMMAND", "COMMAND INFO", "COMMAND DOCS",
+})
 READ_COMMANDS = frozenset({
     "PING", "ECHO", "CLIENT GETNAME", "CLIENT ID", "DBSIZE",
     "EXISTS", "TYPE", "TTL", "PTTL", "SCAN",
@@ -115,7 +143,7 @@ READ_COMMANDS = frozenset({
     "XLEN", "XRANGE", "XREVRANGE", "XPENDING", "XINFO STREAM", "XINFO GROUPS",
     "XINFO CONSUMERS", "EVALSHA_RO", "EVAL_RO",
 })
-_ALLOWED = HANDSHAKE_COMMANDS | READ_COMMANDS
+_ALLOWED = HANDSHAKE_COMMANDS | TOPOLOGY_COMMANDS | READ_COMMANDS
 _CONTAINERS = frozenset(name.split()[0] for name in _ALLOWED if " " in name)
 
 

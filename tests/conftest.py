@@ -21,6 +21,7 @@ import redis
 import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
+from redis.cluster import RedisCluster
 from sqlalchemy.engine import make_url
 
 from edge.identity import mint_user_token
@@ -28,6 +29,7 @@ from seckill.config import Settings
 from seckill.ops.cluster import EmbeddedCluster
 from seckill.ops.embedded import EmbeddedValkey
 from seckill.sql import engine as db
+from seckill.store.connection import close_client
 from seckill.web.app import create_app
 
 JWT_SECRET = "test-jwt-secret-0123456789abcdef0123456789"
@@ -93,11 +95,28 @@ def database_url(prefix: str, tmp_path: Path) -> Iterator[str]:
     admin.dispose()
 
 
+# Run a module's tests on one server and on the session's cluster:
+# ``pytestmark = BOTH_BACKENDS`` (their ids end in [single] and [cluster]).
+BOTH_BACKENDS = pytest.mark.parametrize("redis_backend", ["single", "cluster"], indirect=True)
+
+
 @pytest.fixture
-def env(
-    valkey: EmbeddedValkey, prefix: str, tmp_path: Path, database_url: str
-) -> dict[str, str]:
-    return gateway_env(valkey.url, prefix, tmp_path / "data", database_url, "1000/second")
+def redis_backend(request: pytest.FixtureRequest) -> str:
+    """``single`` (the session's Valkey), or ``cluster`` where a test asks for it."""
+    return str(getattr(request, "param", "single"))
+
+
+@pytest.fixture
+def redis_url(request: pytest.FixtureRequest, redis_backend: str) -> str:
+    """The gateway's REDIS_URL: the session's Valkey, or one node of the session's cluster."""
+    name = "valkey_cluster" if redis_backend == "cluster" else "valkey"
+    server: EmbeddedValkey | EmbeddedCluster = request.getfixturevalue(name)
+    return server.url
+
+
+@pytest.fixture
+def env(redis_url: str, prefix: str, tmp_path: Path, database_url: str) -> dict[str, str]:
+    return gateway_env(redis_url, prefix, tmp_path / "data", database_url, "1000/second")
 
 
 @pytest.fixture
@@ -119,8 +138,15 @@ def client(app: Flask) -> FlaskClient:
 
 
 @pytest.fixture
-def rds(valkey: EmbeddedValkey) -> Iterator[redis.Redis]:
-    conn = redis.Redis.from_url(valkey.url, decode_responses=True)
+def rds(redis_url: str, redis_backend: str) -> Iterator[redis.Redis]:
+    """A plain client of the test's Redis (on a cluster, redis-py's cluster client: the same
+    commands, routed by key)."""
+    if redis_backend == "cluster":
+        cluster = RedisCluster.from_url(redis_url, decode_responses=True)
+        yield cluster  # type: ignore[misc]
+        close_client(cluster)
+        return
+    conn = redis.Redis.from_url(redis_url, decode_responses=True)
     yield conn
     conn.close()
 

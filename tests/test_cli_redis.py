@@ -355,7 +355,13 @@ def test_read_only_services_refuse_every_write(
     through is one the server itself calls read-only."""
     import sqlalchemy as sa
 
-    from seckill.services import HANDSHAKE_COMMANDS, READ_COMMANDS, ReadOnlyRefused, Services
+    from seckill.services import (
+        HANDSHAKE_COMMANDS,
+        READ_COMMANDS,
+        TOPOLOGY_COMMANDS,
+        ReadOnlyRefused,
+        Services,
+    )
 
     settings = Settings.from_env({"SECKILL_ENV": "development", "REDIS_URL": own_valkey.url,
                                   "DATABASE_URL": database_url, "SECKILL_KEY_PREFIX": prefix})
@@ -396,3 +402,9 @@ def test_read_only_services_refuse_every_write(
     info = probe.execute_command("COMMAND", "INFO", *(set(handshake) & known))
     for name, found in info.items():
         assert "write" not in found["flags"] and "@connection" in found["acl_categories"], name
+    topology = sorted(name.lower().replace(" ", "|") for name in TOPOLOGY_COMMANDS)
+    info = probe.execute_command("COMMAND", "INFO", *topology)
+    for name in topology:
+        categories = info[name]["acl_categories"]
+        assert "write" not in info[name]["flags"], name
+        assert not {"@write", "@dangerous", "@admin"} & set(categories), (name, categories)

@@ -18,8 +18,11 @@ from flask import Flask
 from seckill.domain.activities import Activity, now_ms
 from seckill.ops.embedded import free_port
 from seckill.web.errors import MAX_BODY
-from tests.conftest import ADMIN, buy, expect, iso, keys_of, user_headers
+from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect, iso, keys_of, user_headers
 from tests.openapi_check import CheckedClient
+
+# The whole contract, on one server and on a cluster (REDIS_URL naming one of its nodes).
+pytestmark = BOTH_BACKENDS
 
 PUBLIC_FIELDS = {"id", "name", "starts_at", "ends_at", "total", "remaining", "per_user_limit",
                  "state"}

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import secrets
 
-import redis
-
 from seckill.domain import errors, packets
 from seckill.domain.activities import PACKETS, Activity, now_ms
+from seckill.store.connection import Client
 from seckill.store.keys import KeySpace
 from seckill.store.scripts import Scripts
 
@@ -17,7 +16,7 @@ STAGING_TTL_MS = 600_000  # a creation that dies half-way leaves nothing behind 
 
 
 def push(
-    client: redis.Redis, key: str, amounts: list[int], progress: packets.Progress | None = None
+    client: Client, key: str, amounts: list[int], progress: packets.Progress | None = None
 ) -> None:
     """RPUSH the packets onto ``key`` (a staging key: see ``lua/create_activity.lua``), in
     chunks, a few chunks per round trip. The key expires unless it is published."""
@@ -39,7 +38,7 @@ def push(
 class ActivityStore:
     """Activities as Redis holds them (the meta hash is the stock's home too)."""
 
-    def __init__(self, client: redis.Redis, keys: KeySpace, scripts: Scripts) -> None:
+    def __init__(self, client: Client, keys: KeySpace, scripts: Scripts) -> None:
         self.client = client
         self.keys = keys
         self.scripts = scripts

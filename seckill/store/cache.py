@@ -10,7 +10,7 @@ from collections.abc import Callable
 from seckill.domain import errors
 from seckill.domain.activities import Activity, is_activity_id
 from seckill.store.activities import ActivityStore
-from seckill.store.connection import background_client
+from seckill.store.connection import background_client, close_client
 
 log = logging.getLogger("seckill.activities")
 
@@ -113,7 +113,7 @@ class ActivityCache:
         refresher = self._refresher
         if refresher is not None:
             refresher.join(timeout=3)
-        self._background.connection_pool.disconnect()
+        close_client(self._background)
 
     # -- first sight ---------------------------------------------------------------------
 

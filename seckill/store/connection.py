@@ -5,21 +5,44 @@ connections and wait for one instead of failing with ``MaxConnectionsError``), w
 socket timeouts and **no retries**: redis-py 8 retries on timeouts by default, and a retried
 EVALSHA is a second purchase. Callers decide what a failure means (a purchase fails closed).
 
+On a Redis/Valkey Cluster (``SECKILL_REDIS_CLUSTER``, :func:`is_cluster`) the pooled client is
+redis-py's ``RedisCluster`` with the same settings: a blocking pool per node, no retries of a
+command whose reply was lost (redirections, which prove a command did not run, are followed).
+The purchase's wire for a cluster is ``seckill.store.routing.ClusterWire``.
+
 Key names live in ``seckill.store.keys``, the Lua scripts in ``seckill.store.scripts``.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeAlias
 
 import redis
 from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 from redis.retry import Retry
 
-from seckill.config import Settings
+from seckill.config import ConfigError, Settings
+
+log = logging.getLogger("seckill.redis")
+
+# One Redis server, or a cluster: most of the code takes either (redis-py gives both the same
+# commands; the cluster routes each by its keys' slot).
+Client: TypeAlias = "redis.Redis | Cluster"
+
+
+def _connection_options(settings: Settings) -> dict[str, Any]:
+    return {
+        "socket_timeout": settings.socket_timeout,
+        "socket_connect_timeout": settings.redis_timeout,
+        "decode_responses": True,
+        "health_check_interval": 0,
+    }
 
 
 def make_pool(settings: Settings) -> redis.BlockingConnectionPool:
@@ -30,28 +53,108 @@ def make_pool(settings: Settings) -> redis.BlockingConnectionPool:
         max_connections=settings.redis_max_connections,
         timeout=settings.redis_timeout,  # waiting for a free connection
         connection_class=connection_class,
-        socket_timeout=settings.socket_timeout,
-        socket_connect_timeout=settings.redis_timeout,
         retry=Retry(NoBackoff(), 0),
-        decode_responses=True,
-        health_check_interval=0,
+        **_connection_options(settings),
         **kwargs,
     )
+
+
+def is_cluster(settings: Settings) -> bool:
+    """Whether ``REDIS_URL`` names a node of a cluster: ``SECKILL_REDIS_CLUSTER`` if ``on`` or
+    ``off``; ``auto`` asks the server (``INFO cluster``). A server that cannot be asked is taken
+    for one server, said in the log: set ``on`` where the cluster may be away at start."""
+    if settings.redis_cluster != "auto":
+        return settings.redis_cluster == "on"
+    probe = redis.Redis.from_url(settings.redis_url, socket_timeout=settings.redis_timeout,
+                                 socket_connect_timeout=settings.redis_timeout,
+                                 retry=Retry(NoBackoff(), 0))
+    try:
+        return bool(probe.info("cluster").get("cluster_enabled"))
+    except redis.RedisError as exc:
+        log.warning("SECKILL_REDIS_CLUSTER=auto could not ask %s whether it is a cluster node "
+                    "(%s: %s); taking it for one server", settings.redis_url,
+                    type(exc).__name__, exc)
+        return False
+    finally:
+        probe.close()
+
+
+class Cluster(RedisCluster):
+    """redis-py's cluster client, built from the settings (:func:`make_cluster`), knowing its
+    options (for a background sibling), disconnecting every node's pool on ``close``."""
+
+    options: dict[str, Any]
+
+    def close(self) -> None:
+        """Close the client and every node's connections."""
+        _close_cluster(self)
+
+
+def _close_cluster(client: RedisCluster) -> None:
+    # redis-py's close leaves open the node pools it made for a URL (ResourceWarning).
+    nodes = list(client.nodes_manager.nodes_cache.values())
+    RedisCluster.close(client)
+    for node in nodes:
+        if node.redis_connection is not None:
+            node.redis_connection.connection_pool.disconnect()
+
+
+def _cluster(options: dict[str, Any]) -> Cluster:
+    try:
+        client = Cluster(**options)
+    except redis.RedisError as exc:
+        raise ConfigError(
+            f"the Redis Cluster at {options['url']} could not be reached to read its slot map "
+            f"({type(exc).__name__}: {exc}); a cluster client needs one node at start"
+        ) from exc
+    client.options = options
+    return client
+
+
+def make_cluster(settings: Settings, connection_class: type | None = None) -> Cluster:
+    """The process's cluster client: per node, a blocking pool like :func:`make_pool`'s; no
+    retry of a command whose reply was lost (a retried script is a second purchase), while
+    MOVED/ASK/TRYAGAIN, which prove a command did not run, are followed. It reads the slot map
+    at once: ConfigError if no node answers."""
+    options: dict[str, Any] = {
+        "url": settings.redis_url,
+        "retry": Retry(NoBackoff(), 0),
+        "require_full_coverage": False,
+        "connection_pool_class": redis.BlockingConnectionPool,
+        "max_connections": settings.redis_max_connections,
+        "timeout": settings.redis_timeout,
+        **_connection_options(settings),
+    }
+    if connection_class is not None:
+        options["connection_class"] = connection_class
+    return _cluster(options)
 
 
 BACKGROUND_CLIENT_PREFIX = "seckill-background-"
 
 
-def background_client(client: redis.Redis, name: str) -> redis.Redis:
+def background_client(client: Client, name: str) -> Client:
     """A client for a background thread: the same server, timeouts and (no) retries as
     ``client``, on connections of its own named ``seckill-background-<name>`` on the server
     (``CLIENT LIST``). Background work never waits behind a crowd for the requests' pool, and
     its commands can be told apart from the requests' (the tests count both)."""
+    if isinstance(client, Cluster):
+        options = {k: v for k, v in client.options.items() if k != "timeout"}
+        return _cluster({**options, "client_name": BACKGROUND_CLIENT_PREFIX + name,
+                         "connection_pool_class": redis.ConnectionPool})
     pool = client.connection_pool
     kwargs = {**pool.connection_kwargs, "client_name": BACKGROUND_CLIENT_PREFIX + name}
     return redis.Redis(
         connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
     )
+
+
+def close_client(client: redis.Redis | RedisCluster) -> None:
+    """Close ``client`` and its connections (all of its pools)."""
+    if isinstance(client, RedisCluster):
+        _close_cluster(client)
+    else:
+        client.connection_pool.disconnect()
 
 
 def _semaphore(limit: int) -> Any:
@@ -70,6 +173,21 @@ def _semaphore(limit: int) -> Any:
     return threading.BoundedSemaphore(limit)
 
 
+class ScriptWire(Protocol):
+    """A purchase's round trip: :class:`Wire` (one server) or ``routing.ClusterWire``."""
+
+    def run_script(self, script: Script, keys: list[str], args: list[Any],
+                   *after: tuple[Any, ...]) -> list[Any]:
+        """EVALSHA of ``script``, then the ``after`` commands, in one send; the replies."""
+
+    def close(self) -> None:
+        """Disconnect the idle connections."""
+
+
+class NotSent(redis.ConnectionError):
+    """The Wire could not connect: none of the commands was sent (they may be sent again)."""
+
+
 class Wire:
     """The purchase's one round trip: its commands (EVALSHA, then WAITAOF when the durability
     mode asks for it) written in one send on a connection of its own, every reply read back.
@@ -83,6 +201,7 @@ class Wire:
     def __init__(self, pool: redis.ConnectionPool, limit: int, wait: float) -> None:
         self._connection_class = pool.connection_class
         self._connection_kwargs = pool.connection_kwargs
+        self.address = (pool.connection_kwargs.get("host"), pool.connection_kwargs.get("port"))
         self._idle: list[redis.connection.AbstractConnection] = []
         self._slots = _semaphore(limit)
         self._wait = wait
@@ -92,10 +211,15 @@ class Wire:
         if not self._slots.acquire(timeout=self._wait):
             raise redis.ConnectionError("No connection available.")
         try:
-            connection = (
-                self._idle.pop() if self._idle
-                else self._connection_class(**self._connection_kwargs)
-            )
+            if self._idle:
+                connection = self._idle.pop()
+            else:
+                connection = self._connection_class(**self._connection_kwargs)
+                try:
+                    connection.connect()
+                except redis.ConnectionError as exc:  # nothing was sent
+                    connection.disconnect()
+                    raise NotSent(str(exc)) from exc
             try:
                 connection.send_packed_command(connection.pack_commands(commands))
                 replies: list[Any] = []
@@ -114,23 +238,35 @@ class Wire:
 
     def run_script(self, script: Script, keys: list[str], args: list[Any],
                    *after: tuple[Any, ...]) -> list[Any]:
-        """EVALSHA of ``script``, then the ``after`` commands, in one send; the replies. The
-        script's error reply is raised. NOSCRIPT (Redis restarted, or SCRIPT FLUSH) means it did
-        not run: it is loaded and everything sent once more."""
-        for attempt in (1, 2):
-            replies = self.call(("EVALSHA", script.sha, len(keys), *keys, *args), *after)
-            if isinstance(replies[0], NoScriptError) and attempt == 1:
-                loaded = self.call(("SCRIPT", "LOAD", script.script))[0]
-                if isinstance(loaded, Exception):
-                    raise loaded
-                script.sha = loaded
-                continue
-            break
-        if isinstance(replies[0], Exception):
-            raise replies[0]
-        return replies
+        """EVALSHA of ``script``, then the ``after`` commands, in one send; the replies
+        (:func:`send_script`)."""
+        return send_script(self.call, script, keys, args, *after)
+
+    def drop_idle(self) -> None:
+        """Disconnect the idle connections (the server went away: they are likely broken)."""
+        while self._idle:
+            self._idle.pop().disconnect()
 
     def close(self) -> None:
         """Disconnect the idle connections."""
         while self._idle:
             self._idle.pop().disconnect()
+
+
+def send_script(call: Callable[..., list[Any]], script: Script, keys: list[str],
+                args: list[Any], *after: tuple[Any, ...]) -> list[Any]:
+    """EVALSHA of ``script``, then the ``after`` commands, through ``call`` (one send); the
+    replies. The script's error reply is raised. NOSCRIPT (Redis restarted, or SCRIPT FLUSH)
+    means it did not run: it is loaded and everything sent once more."""
+    for attempt in (1, 2):
+        replies = call(("EVALSHA", script.sha, len(keys), *keys, *args), *after)
+        if isinstance(replies[0], NoScriptError) and attempt == 1:
+            loaded = call(("SCRIPT", "LOAD", script.script))[0]
+            if isinstance(loaded, Exception):
+                raise loaded
+            script.sha = loaded
+            continue
+        break
+    if isinstance(replies[0], Exception):
+        raise replies[0]
+    return replies

@@ -13,6 +13,9 @@ import logging
 import threading
 
 import redis
+from redis.cluster import RedisCluster
+
+from seckill.store.connection import Client
 
 log = logging.getLogger("seckill.durability")
 
@@ -36,19 +39,22 @@ class Durability:
         """The (local, replica) AOF counts a write must reach: WAITAOF's first two arguments."""
         return (0, 0) if self.mode == "none" else (1, 1 if self.mode == "replica" else 0)
 
-    def waits(self, client: redis.Redis) -> bool:
+    def waits(self, client: Client) -> bool:
         """Whether a write is followed by WAITAOF (the server is probed on first use)."""
         if not self._probed:
             self.probe(client)
         return self.mode != "none"
 
-    def probe(self, client: redis.Redis) -> str:
+    def probe(self, client: Client) -> str:
         """Ask the server once whether WAITAOF works; downgrade to ``none`` loudly if not."""
         with self._lock:
             if self._probed:
                 return self.mode
             try:
-                client.execute_command("WAITAOF", 1, 0, 1)
+                if isinstance(client, RedisCluster):  # every master: each owns some activities
+                    client.execute_command("WAITAOF", 1, 0, 1, target_nodes=RedisCluster.PRIMARIES)
+                else:
+                    client.execute_command("WAITAOF", 1, 0, 1)
             except redis.ResponseError as exc:
                 log.error(
                     "SECKILL_DURABILITY=%s is not supported by this server (%s): purchases "

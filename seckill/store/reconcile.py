@@ -28,6 +28,7 @@ from seckill.domain.orders import (
     told_body,
     told_by_database,
 )
+from seckill.store.connection import Client
 from seckill.store.keys import KeySpace, split_buyer_entry
 from seckill.store.recovery import CHUNK, LOCK_TTL_MS, ORDERS_GROUP, Restorer, unclaimed_packets
 
@@ -116,7 +117,7 @@ def reconcile(restorer: Restorer, aid: str, repair: bool = False) -> dict[str, A
     return report
 
 
-def orders_in_flight(client: redis.Redis, stream: str) -> set[str] | None:
+def orders_in_flight(client: Client, stream: str) -> set[str] | None:
     """The order ids of the stream's entries the worker has not acknowledged yet (never
     delivered, or delivered and pending); None past ``IN_FLIGHT_LIMIT`` entries."""
     if not client.exists(stream):
@@ -157,7 +158,7 @@ def _pages(
         start = "(" + id_of(page[-1])
 
 
-def _entries(client: redis.Redis, stream: str, ids: list[str]) -> list[Any]:
+def _entries(client: Client, stream: str, ids: list[str]) -> list[Any]:
     pipe = client.pipeline(transaction=False)
     for entry_id in ids:
         pipe.xrange(stream, min=entry_id, max=entry_id)
@@ -165,7 +166,7 @@ def _entries(client: redis.Redis, stream: str, ids: list[str]) -> list[Any]:
 
 
 def _told_by_redis(
-    client: redis.Redis, keys: KeySpace, aid: str, users: list[str] | None = None
+    client: Client, keys: KeySpace, aid: str, users: list[str] | None = None
 ) -> dict[str, Told]:
     """Each buyer's order as Redis tells it (all of them, or ``users``)."""
     if users is None:

@@ -17,8 +17,6 @@ import threading
 import time
 from typing import Any
 
-import redis
-
 from seckill.domain import errors, packets
 from seckill.domain.activities import PACKETS, Activity, now_ms
 from seckill.domain.orders import (
@@ -28,6 +26,7 @@ from seckill.domain.orders import (
 )
 from seckill.sql.book import OrderBook
 from seckill.store.activities import ActivityStore
+from seckill.store.connection import Client
 from seckill.store.keys import CONFIRMED_SUFFIX, KeySpace
 from seckill.store.scripts import Scripts
 
@@ -84,7 +83,7 @@ class Restorer:
     """Puts an activity's state back into Redis from the database, one gateway at a time."""
 
     def __init__(
-        self, client: redis.Redis, keys: KeySpace, scripts: Scripts, book: OrderBook,
+        self, client: Client, keys: KeySpace, scripts: Scripts, book: OrderBook,
         wait_seconds: float = 3.0,
     ) -> None:
         self.known = KnownActivities(book)

@@ -21,7 +21,7 @@ from seckill.domain import errors
 from seckill.domain.activities import Activity
 from seckill.domain.orders import Purchase
 from seckill.store.cache import ActivityCache
-from seckill.store.connection import Wire
+from seckill.store.connection import ScriptWire
 from seckill.store.keys import KeySpace
 from seckill.store.soldout import SoldOutBoard
 from seckill.store.stock import StockService
@@ -33,7 +33,7 @@ class SaleState:
     """The sale in this process: what the edge asks, and the purchase."""
 
     def __init__(self, cache: ActivityCache, board: SoldOutBoard, stock: StockService,
-                 wire: Wire, keys: KeySpace, rate_script: Script, rates: tuple[Rate, ...]
+                 wire: ScriptWire, keys: KeySpace, rate_script: Script, rates: tuple[Rate, ...]
                  ) -> None:
         self.cache = cache
         self.board = board

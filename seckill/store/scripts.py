@@ -5,10 +5,10 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-import redis
 from redis.commands.core import Script
 
 from seckill.resources import resource_dir
+from seckill.store.connection import Client
 
 
 @functools.cache
@@ -34,7 +34,7 @@ def _expanded(path: Path, depth: int = 0) -> str:
 class Scripts:
     """The Lua scripts registered once on one client (EVALSHA, reloaded on NOSCRIPT)."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: Client) -> None:
         self.purchase: Script = client.register_script(lua_source("purchase"))
         self.grab: Script = client.register_script(lua_source("grab"))
         self.create_activity: Script = client.register_script(lua_source("create_activity"))

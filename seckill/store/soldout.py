@@ -23,7 +23,7 @@ import redis
 from redis.client import PubSub
 
 from seckill.domain import errors
-from seckill.store.connection import background_client
+from seckill.store.connection import Client, background_client, close_client
 from seckill.store.keys import KeySpace, split_buyer_entry
 
 log = logging.getLogger("seckill.soldout")
@@ -55,7 +55,7 @@ class SoldOutBoard:
     """This process's sold-out flags, with the listener and the check that keep them honest."""
 
     def __init__(
-        self, client: redis.Redis, keys: KeySpace, ttl: float = 2.0, max_winners: int = 200_000
+        self, client: Client, keys: KeySpace, ttl: float = 2.0, max_winners: int = 200_000
     ) -> None:
         self.client = client  # the requests' connections: raising a flag, the fallback re-check
         self.keys = keys
@@ -211,7 +211,7 @@ class SoldOutBoard:
         if due:
             self._verify(due, self._background)
 
-    def _verify(self, flags: list[tuple[str, _Flag]], client: redis.Redis) -> None:
+    def _verify(self, flags: list[tuple[str, _Flag]], client: Client) -> None:
         """Read the flagged activities' state (one round trip); drop the flags it no longer
         matches."""
         pipe = client.pipeline(transaction=False)
@@ -293,4 +293,4 @@ class SoldOutBoard:
         self._stop.set()
         if self._listener is not None:
             self._listener.join(timeout=3)
-        self._background.connection_pool.disconnect()
+        close_client(self._background)

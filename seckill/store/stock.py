@@ -21,7 +21,7 @@ from seckill.domain import errors
 from seckill.domain.activities import MAX_TOTAL, PACKETS, STOCK, iso_from_ms
 from seckill.domain.orders import CANCELLED, OrderStatus, Purchase, Stats, activity_of_order
 from seckill.sql.book import OrderBook
-from seckill.store.connection import Wire
+from seckill.store.connection import Client, ScriptWire
 from seckill.store.durability import Durability
 from seckill.store.keys import KeySpace, split_buyer_entry
 from seckill.store.recovery import Restorer
@@ -35,13 +35,13 @@ class StockService:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: Client,
         keys: KeySpace,
         scripts: Scripts,
         book: OrderBook,
         restorer: Restorer,
         durability: Durability,
-        wire: Wire,
+        wire: ScriptWire,
         rates: Sequence[tuple[int, int]] = (),
     ) -> None:
         self.client = client

@@ -56,7 +56,8 @@ def create_app(config: Settings | Mapping[str, str] | None = None) -> Flask:
     SoldOutFlag(services.sale).init_app(app)
     PurchaseUrls(signer).init_app(app)
     UserRateLimit(services.sale).init_app(app)
-    limits = ColdLimits(settings, services.pool)
+    limits = ColdLimits(settings, services.client)
+    services.closers.append(limits.close)
     limits.init_app(app)
     routes.register(app, limits)
 

@@ -3,7 +3,8 @@
 The cold routes go through Flask anyway, so flask-limiter's hooks cost them little; the hot
 routes count their limit in one Lua call instead (``edge.ratelimit``; why, in the README's
 Architecture section). The counters live in the gateway's own Redis, through the gateway's
-own connection pool (same timeouts, no retries), under ``<prefix>:rate``.
+own connection pool (same timeouts, no retries), under ``<prefix>:rate``; on a cluster, through
+a cluster client of the limiter's own with the same options (limits' ``redis+cluster``).
 
 Two of flask-limiter's defaults are traps for a gateway, and are closed here: a key function
 that returns "" skips the limit (ours never can: the edge has verified the caller before the
@@ -17,7 +18,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
+from urllib.parse import urlsplit
 
 import redis
 from flask import Blueprint, Flask, Response
@@ -27,6 +29,7 @@ import edge
 from seckill import metrics
 from seckill.config import Settings
 from seckill.domain import errors
+from seckill.store.connection import Client, Cluster, close_client
 from seckill.web.errors import error_response
 
 log = logging.getLogger("seckill.ratelimit")
@@ -58,17 +61,23 @@ class ColdLimits:
     """The cold routes' limits: ``SECKILL_STATUS_RATE`` per user, ``SECKILL_ADMIN_RATE`` for
     the operator."""
 
-    def __init__(self, settings: Settings, pool: redis.ConnectionPool) -> None:
+    def __init__(self, settings: Settings, client: Client) -> None:
         self.settings = settings
+        uri, options = _storage(settings, client)
         self.limiter = _FailOpenLimiter(
             key_func=_operator_key,
-            storage_uri="redis://",
-            storage_options={"connection_pool": pool,  # type: ignore[dict-item]
-                             "key_prefix": f"{settings.key_prefix}:rate"},
+            storage_uri=uri,
+            storage_options=options,
             strategy="fixed-window",
             swallow_errors=False,
             headers_enabled=False,
         )
+
+    def close(self) -> None:
+        """Close the cluster client the limiter made for itself (nothing on one server)."""
+        storage: Any = self.limiter._storage
+        if isinstance(getattr(storage, "storage", None), redis.cluster.RedisCluster):
+            close_client(storage.storage)
 
     def init_app(self, app: Flask) -> None:
         """Register after the edge: the limiter's hook then runs once the caller is known."""
@@ -89,3 +98,16 @@ class ColdLimits:
         limit = self.limiter.current_limit
         wait_ms = 1000.0 if limit is None else (limit.window[0] - time.time()) * 1000
         return error_response(errors.RateLimited.after_ms(wait_ms))
+
+
+def _storage(settings: Settings, client: Client) -> tuple[str, dict[str, Any]]:
+    """limits' storage URI and options: the gateway's pool, or a cluster client like it."""
+    options: dict[str, Any] = {"key_prefix": f"{settings.key_prefix}:rate"}
+    if not isinstance(client, Cluster):
+        return "redis://", {**options, "connection_pool": client.connection_pool}
+    url = urlsplit(settings.redis_url)
+    if url.scheme == "rediss":
+        options["ssl"] = True
+    cluster = {k: v for k, v in client.options.items()
+               if k in ("retry", "socket_timeout", "socket_connect_timeout")}
+    return f"redis+cluster://{url.netloc}", {**options, **cluster}

@@ -15,11 +15,12 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
+from seckill.store.connection import Client
 from seckill.store.recovery import ORDERS_GROUP as GROUP
 from seckill.store.scripts import lua_source
 
 
-def trim(client: redis.Redis, stream: str) -> None:
+def trim(client: Client, stream: str) -> None:
     """Drop the stream's acknowledged entries: everything below the oldest entry still needed
     (the oldest pending one, or the first never delivered)."""
     try:
@@ -41,7 +42,7 @@ def trim(client: redis.Redis, stream: str) -> None:
 class Roster:
     """Removes the group's consumers that are gone (``lua/forget_consumers.lua``)."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: Client) -> None:
         self.script: Script = client.register_script(lua_source("forget_consumers"))
 
     def forget_dead(self, stream: str, idle_ms: int, keep: str) -> list[str]:
@@ -58,7 +59,7 @@ class Roster:
         return [n.decode() if isinstance(n, bytes) else str(n) for n in removed or []]
 
 
-def pending_total(client: redis.Redis, streams: Iterable[str]) -> int:
+def pending_total(client: Client, streams: Iterable[str]) -> int:
     """How many entries of ``streams`` the group has read but not yet acknowledged."""
     total = 0
     for stream in streams:

@@ -27,6 +27,7 @@ from seckill.domain.activities import is_activity_id
 from seckill.domain.entries import Cancel, Poison, parse_entry
 from seckill.domain.orders import OrderRow
 from seckill.sql.book import OrderBook
+from seckill.store.connection import Client
 from seckill.store.keys import KeySpace
 from seckill.store.scripts import Scripts
 from seckill.worker import groups
@@ -44,7 +45,7 @@ class OrdersWorker:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: Client,
         keys: KeySpace,
         book: OrderBook,
         consumer: str | None = None,

@@ -1,0 +1,145 @@
+"""The purchase's wire on a Redis/Valkey Cluster: each call goes to the master that owns the
+slot of its keys (every key of one call shares a hash tag), on a :class:`Wire` of that master's
+own, with the same one-send round trip and the same limit on connections per master.
+
+The slot map is redis-py's (the cluster client's ``NodesManager``): read at start, patched on
+``MOVED``, read again when a master cannot be reached or the cluster says it is down. A call is
+sent again only where the reply proves that it did not run:
+
+* ``MOVED`` (the slot is elsewhere), ``ASK`` (the slot is being migrated and the keys are on the
+  target: sent there after ``ASKING``), ``TRYAGAIN`` (mid-migration, keys split between the
+  two), ``CLUSTERDOWN`` and a connection that could not be opened: the command never ran.
+* A reply that was lost (connection dropped or timed out after the send) is never resent: the
+  script may have run. The caller answers 503 and the buyer asks the order-status endpoint.
+
+Every retry stays inside ``wait`` seconds (``SECKILL_REDIS_TIMEOUT``): a failover that takes
+longer answers 503 "unavailable" meanwhile, and the first call after it finds the new master.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from typing import Any
+
+import redis
+from redis.cluster import ClusterNode
+from redis.commands.core import Script
+from redis.crc import key_slot
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    MovedError,
+    TryAgainError,
+)
+
+from seckill.store.connection import Cluster, NotSent, Wire, send_script
+
+log = logging.getLogger("seckill.redis")
+
+# A map read this recently is not read again for another failure (a crowd fails at once).
+REFRESH_INTERVAL = 0.1
+RETRY_PAUSE = 0.05  # before resending after TRYAGAIN, CLUSTERDOWN or a refused connection
+MAX_SENDS = 32
+
+
+def slot_of(key: str) -> int:
+    """The cluster slot of ``key`` (its hash tag's, if it has one)."""
+    return int(key_slot(key.encode()))
+
+
+class ClusterWire:
+    """The purchase's round trip on a cluster (see the module docstring)."""
+
+    def __init__(self, cluster: Cluster, limit: int, wait: float) -> None:
+        self._cluster = cluster
+        self._limit = limit
+        self._wait = wait
+        self._wires: dict[str, Wire] = {}
+        self._refresh_lock = threading.Lock()
+        self._refreshed_at = float("-inf")
+
+    def master_of(self, slot: int) -> ClusterNode:
+        """The master that owns ``slot``, as the current map says."""
+        node: ClusterNode = self._cluster.nodes_manager.get_node_from_slot(slot)
+        return node
+
+    def _wire(self, node: ClusterNode) -> Wire:
+        wire = self._wires.get(node.name)
+        if wire is None:
+            pool = self._cluster.get_redis_connection(node).connection_pool
+            wire = self._wires.setdefault(node.name, Wire(pool, self._limit, self._wait))
+        return wire
+
+    def refresh(self) -> None:
+        """Read the slot map again, unless it was read a moment ago or is being read."""
+        if time.monotonic() - self._refreshed_at < REFRESH_INTERVAL:
+            return
+        if not self._refresh_lock.acquire(blocking=False):
+            return  # another call is reading it
+        try:
+            self._cluster.nodes_manager.initialize()
+        except redis.RedisError as exc:
+            log.warning("the cluster's slot map could not be read: %s: %s",
+                        type(exc).__name__, exc)
+        finally:
+            self._refreshed_at = time.monotonic()
+            self._refresh_lock.release()
+
+    def call(self, slot: int, *commands: tuple[Any, ...]) -> list[Any]:
+        """Send ``commands`` at once to the master of ``slot``; their replies (an error reply as
+        its exception object). Resent only while the first reply proves nothing ran."""
+        deadline = time.monotonic() + self._wait
+        asking: ClusterNode | None = None
+        for _ in range(MAX_SENDS):
+            node = asking or self.master_of(slot)
+            wire = self._wire(node)
+            sent = (("ASKING",), *commands) if asking else commands
+            try:
+                replies = wire.call(*sent)
+            except NotSent:
+                wire.drop_idle()
+                self._wait_out(deadline, refresh=True, reason="not sent")
+                asking = None
+                continue
+            except (redis.ConnectionError, redis.TimeoutError):
+                wire.drop_idle()  # the master may be gone: its other connections too
+                self.refresh()
+                raise
+            if asking is not None:
+                replies, asking = replies[1:], None
+            first = replies[0]
+            if isinstance(first, MovedError):  # before AskError: MOVED is a kind of ASK
+                self._cluster.nodes_manager.move_slot(first)
+            elif isinstance(first, AskError):
+                asking = self._cluster.nodes_manager.get_node(first.host, first.port)
+                if asking is None:
+                    asking = ClusterNode(first.host, first.port)
+                    self._cluster.nodes_manager.nodes_cache[asking.name] = asking
+            elif isinstance(first, TryAgainError | ClusterDownError):
+                self._wait_out(deadline, refresh=isinstance(first, ClusterDownError),
+                               reason=str(first))
+            else:
+                return replies
+        raise redis.ConnectionError(f"slot {slot}: still redirected after {MAX_SENDS} sends")
+
+    def _wait_out(self, deadline: float, refresh: bool, reason: str) -> None:
+        if time.monotonic() + RETRY_PAUSE > deadline:
+            raise NotSent(f"the cluster did not take the command in time ({reason})")
+        if refresh:
+            self.refresh()
+        time.sleep(RETRY_PAUSE)
+
+    def run_script(self, script: Script, keys: list[str], args: list[Any],
+                   *after: tuple[Any, ...]) -> list[Any]:
+        """EVALSHA of ``script`` on the master of its keys' slot, then the ``after`` commands,
+        in one send; the replies (:func:`seckill.store.connection.send_script`)."""
+        return send_script(functools.partial(self.call, slot_of(keys[0])), script, keys, args,
+                           *after)
+
+    def close(self) -> None:
+        """Disconnect every master's idle connections."""
+        for wire in list(self._wires.values()):
+            wire.close()
