@@ -102,8 +102,10 @@ BOTH_BACKENDS = pytest.mark.parametrize("redis_backend", ["single", "cluster"], 
 
 @pytest.fixture
 def redis_backend(request: pytest.FixtureRequest) -> str:
-    """``single`` (the session's Valkey), or ``cluster`` where a test asks for it."""
-    return str(getattr(request, "param", "single"))
+    """``single`` (the session's Valkey), or ``cluster`` where a test asks for it. The default
+    is ``SECKILL_TEST_BACKEND`` (``single`` if unset): ``SECKILL_TEST_BACKEND=cluster pytest``
+    runs every test that takes its Redis from ``redis_url``/``env`` on the cluster."""
+    return str(getattr(request, "param", os.environ.get("SECKILL_TEST_BACKEND", "single")))
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""The race, over real HTTP: gunicorn with gevent workers, a real Valkey, many client threads.
+"""The race, over real HTTP: gunicorn with gevent workers, a real Valkey, many client threads,
+on one server and on a 3-master cluster (activities whose slots land on every master).
 
 Exactly ``total`` units go to distinct users however hard the crowd pushes, and one user
 repeating a purchase at the same instant buys once. The per-user rate limit stays on (set
@@ -19,9 +20,13 @@ import orjson
 import pytest
 import redis
 import urllib3
+from redis.cluster import RedisCluster
+from redis.crc import key_slot
 
 from edge.identity import mint_user_token
+from seckill.ops.cluster import EmbeddedCluster
 from seckill.ops.embedded import EmbeddedValkey
+from seckill.store.connection import close_client
 from tests.conftest import ADMIN, JWT_SECRET, gateway_env, iso
 from tests.servers import gunicorn_server
 
@@ -37,10 +42,13 @@ T = TypeVar("T")
 class Gateway:
     """A gunicorn+gevent gateway on a free port, and a thread-safe HTTP client for it."""
 
-    def __init__(self, base: str, prefix: str, http: urllib3.PoolManager) -> None:
+    def __init__(self, base: str, prefix: str, http: urllib3.PoolManager, redis_url: str,
+                 cluster: EmbeddedCluster | None) -> None:
         self.base = base
+        self.redis_url = redis_url
         self.prefix = prefix
         self.http = http
+        self.cluster = cluster
 
     def call(
         self, method: str, path: str, headers: dict[str, str] | None = None, body: Any = None
@@ -56,8 +64,20 @@ class Gateway:
         payload = orjson.loads(response.data) if response.data else {}
         return response.status, payload
 
-    def create_activity(self, total: int) -> str:
-        aid = f"c{uuid.uuid4().hex[:10]}"
+    def activity_ids(self, count: int) -> list[str]:
+        """``count`` new activity ids; on a cluster, their slots on as many masters as can be."""
+        if self.cluster is None:
+            return [f"c{uuid.uuid4().hex[:10]}" for _ in range(count)]
+        masters = len({self.cluster.master_of_slot(s) for s in (0, 8000, 16383)})
+        chosen: dict[int, str] = {}
+        while len(chosen) < min(count, masters):
+            aid = f"c{uuid.uuid4().hex[:10]}"
+            chosen.setdefault(self.cluster.master_of_slot(key_slot(aid.encode())), aid)
+        extra = [f"c{uuid.uuid4().hex[:10]}" for _ in range(count - len(chosen))]
+        return [*chosen.values(), *extra]
+
+    def create_activity(self, total: int, aid: str | None = None) -> str:
+        aid = aid or self.activity_ids(1)[0]
         status, body = self.call(
             "POST",
             "/admin/activities",
@@ -77,24 +97,38 @@ class Gateway:
         return f"{self.prefix}:{{{aid}}}:{name}"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=["single", "cluster"])
 def gateway(
-    valkey: EmbeddedValkey, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Gateway]:
+    """Two gevent workers on the session's Valkey, or on the session's cluster (REDIS_URL
+    naming one of its nodes, SECKILL_REDIS_CLUSTER left at auto)."""
+    cluster: EmbeddedCluster | None = None
+    if request.param == "cluster":
+        cluster = request.getfixturevalue("valkey_cluster")
+        url = cluster.url
+    else:
+        url = cast(EmbeddedValkey, request.getfixturevalue("valkey")).url
     prefix = f"t{uuid.uuid4().hex[:12]}"
     data = tmp_path_factory.mktemp("gateway-data")
     # Always a database of this module's own, never one named in the caller's environment;
     # the race is decided in Redis, the database only sees the activities created here.
-    env = gateway_env(valkey.url, prefix, data, f"sqlite:///{data / 'orders.db'}", USER_RATE)
+    env = gateway_env(url, prefix, data, f"sqlite:///{data / 'orders.db'}", USER_RATE)
     http = urllib3.PoolManager(maxsize=CLIENT_THREADS + 32, block=True)
     with gunicorn_server(env, workers=2) as base:
-        yield Gateway(base, prefix, http)
+        yield Gateway(base, prefix, http, url, cluster)
         http.clear()  # close keep-alive connections first: the server then stops at once
 
 
 @pytest.fixture
-def rdb(valkey: EmbeddedValkey) -> Iterator[redis.Redis]:
-    conn = redis.Redis.from_url(valkey.url, decode_responses=True)
+def rdb(gateway: Gateway) -> Iterator[redis.Redis]:
+    """A client of the gateway's Redis (the cluster client on a cluster)."""
+    if gateway.cluster is not None:
+        cluster = RedisCluster.from_url(gateway.cluster.url, decode_responses=True)
+        yield cluster  # type: ignore[misc]
+        close_client(cluster)
+        return
+    conn = redis.Redis.from_url(gateway.redis_url, decode_responses=True)
     yield conn
     conn.close()
 
@@ -128,16 +162,22 @@ def bearer(uid: str) -> dict[str, str]:
 
 
 def test_five_thousand_users_race_for_fifty_units(gateway: Gateway, rdb: redis.Redis) -> None:
-    users, stock = 5_000, 50
-    aid = gateway.create_activity(total=stock)
+    """5 000 users, 50 units over three activities (on a cluster: one per master), all at
+    once: each activity sells exactly its stock to distinct users, and says so everywhere."""
+    users, stocks = 5_000, (17, 17, 16)
+    aids = gateway.activity_ids(len(stocks))
+    for aid, stock in zip(aids, stocks, strict=True):
+        gateway.create_activity(total=stock, aid=aid)
     uids = [f"racer{i:05d}" for i in range(users)]
+    target = {uid: aids[i % len(aids)] for i, uid in enumerate(uids)}
     headers = {uid: bearer(uid) for uid in uids}
     started = time.monotonic()
 
     with ThreadPoolExecutor(CLIENT_THREADS) as pool:
         # Everyone fetches a purchase URL while stock remains: all must get one.
         def fetch_url(uid: str) -> tuple[int, dict[str, Any]]:
-            return gateway.call("GET", f"/seckill/url?activity={aid}", headers=headers[uid])
+            return gateway.call("GET", f"/seckill/url?activity={target[uid]}",
+                                headers=headers[uid])
 
         urls = run_all(pool, fetch_url, [(uid,) for uid in uids])
         url_statuses = collections.Counter(status for status, _ in urls)
@@ -156,48 +196,51 @@ def test_five_thousand_users_race_for_fifty_units(gateway: Gateway, rdb: redis.R
         answers = run_all(pool, purchase, list(zip(uids, paths, strict=True)), gate=gate)
     bought = time.monotonic()
 
+    total = sum(stocks)
     outcomes = collections.Counter((status, body.get("error")) for _, status, body in answers)
-    assert outcomes == {(200, None): stock, (410, "sold_out"): users - stock}, outcomes
-
-    winners = {uid: body for uid, status, body in answers if status == 200}
-    assert len(winners) == stock
-    order_ids = [body["order_id"] for body in winners.values()]
-    assert len(set(order_ids)) == stock
-    assert all(body == {"status": "ok", "order_id": body["order_id"], "quantity": 1}
-               for body in winners.values())
-
-    # Redis holds exactly what the gateway answered.
-    assert rdb.hget(gateway.key(aid, "meta"), "remaining") == "0"
-    assert rdb.hget(gateway.key(aid, "meta"), "sold") == str(stock)
-    assert rdb.hlen(gateway.key(aid, "buyers")) == stock
-    buyers = order_ids_of_buyers(rdb, gateway.key(aid, "buyers"))
-    assert buyers == {uid: body["order_id"] for uid, body in winners.items()}
-    assert rdb.xlen(gateway.key(aid, "orders")) == stock
-    entries = cast(list[tuple[str, dict[str, str]]], rdb.xrange(gateway.key(aid, "orders")))
-    assert {fields["user"]: fields["order_id"] for _, fields in entries} == buyers
-
-    status, stats = gateway.call("GET", f"/admin/activities/{aid}/stats", headers=ADMIN)
-    assert status == 200, stats
-    assert (stats["total"], stats["remaining"], stats["sold"], stats["buyers"]) == (
-        stock, 0, stock, stock,
-    )
-
-    # A winner sees their order; a loser sees none; the sold-out activity says so.
-    some_winner = next(iter(winners))
-    assert gateway.call("GET", f"/seckill/{aid}/order", headers=headers[some_winner]) == (
-        200, {"status": "pending", "order_id": winners[some_winner]["order_id"]},
-    )
-    loser = next(uid for uid in uids if uid not in winners)
-    assert gateway.call("GET", f"/seckill/{aid}/order", headers=headers[loser]) == (
+    assert outcomes == {(200, None): total, (410, "sold_out"): users - total}, outcomes
+    order_ids = [body["order_id"] for _, status, body in answers if status == 200]
+    assert len(set(order_ids)) == total
+    for aid, stock in zip(aids, stocks, strict=True):
+        winners = {uid: body for uid, status, body in answers
+                   if status == 200 and target[uid] == aid}
+        check_sold_out_activity(gateway, rdb, aid, stock, winners)
+    some_winner = next(uid for uid, status, _ in answers if status == 200)
+    loser = next(uid for uid, status, _ in answers if status != 200)
+    assert gateway.call("GET", f"/seckill/{target[loser]}/order", headers=headers[loser]) == (
         200, {"status": "none"},
     )
-    status, public = gateway.call("GET", f"/seckill/activities/{aid}")
-    assert (status, public["remaining"], public["state"]) == (200, 0, "sold_out")
+    status, mine = gateway.call("GET", f"/seckill/{target[some_winner]}/order",
+                                headers=headers[some_winner])
+    assert (status, mine["status"]) == (200, "pending")
 
     print(
         f"\n{users} URL fetches in {fetched - started:.1f}s, "
         f"{users} purchases in {bought - fetched:.1f}s"
     )
+
+
+def check_sold_out_activity(gateway: Gateway, rdb: redis.Redis, aid: str, stock: int,
+                            winners: dict[str, dict[str, Any]]) -> None:
+    """One activity of the race: ``stock`` winners, each once, and Redis, the stats and the
+    public view all say exactly that."""
+    assert len(winners) == stock, aid
+    assert all(body == {"status": "ok", "order_id": body["order_id"], "quantity": 1}
+               for body in winners.values())
+    assert rdb.hget(gateway.key(aid, "meta"), "remaining") == "0"
+    assert rdb.hget(gateway.key(aid, "meta"), "sold") == str(stock)
+    buyers = order_ids_of_buyers(rdb, gateway.key(aid, "buyers"))
+    assert buyers == {uid: body["order_id"] for uid, body in winners.items()}
+    assert rdb.xlen(gateway.key(aid, "orders")) == stock
+    entries = cast(list[tuple[str, dict[str, str]]], rdb.xrange(gateway.key(aid, "orders")))
+    assert {fields["user"]: fields["order_id"] for _, fields in entries} == buyers
+    status, stats = gateway.call("GET", f"/admin/activities/{aid}/stats", headers=ADMIN)
+    assert status == 200, stats
+    assert (stats["total"], stats["remaining"], stats["sold"], stats["buyers"]) == (
+        stock, 0, stock, stock,
+    )
+    status, public = gateway.call("GET", f"/seckill/activities/{aid}")
+    assert (status, public["remaining"], public["state"]) == (200, 0, "sold_out")
 
 
 @pytest.mark.parametrize(("repeaters", "stock"), [(20, 100), (20, 7)], ids=["ample", "scarce"])

@@ -71,9 +71,9 @@ def is_cluster(settings: Settings) -> bool:
     try:
         return bool(probe.info("cluster").get("cluster_enabled"))
     except redis.RedisError as exc:
-        log.warning("SECKILL_REDIS_CLUSTER=auto could not ask %s whether it is a cluster node "
-                    "(%s: %s); taking it for one server", settings.redis_url,
-                    type(exc).__name__, exc)
+        log.info("SECKILL_REDIS_CLUSTER=auto could not ask %s whether it is a cluster node "
+                 "(%s: %s); taking it for one server", settings.redis_url,
+                 type(exc).__name__, exc)
         return False
     finally:
         probe.close()

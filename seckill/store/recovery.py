@@ -140,7 +140,8 @@ class Restorer:
         buyers_key, cancelled_key = self.keys.buyers(aid), self.keys.cancelled(aid)
         amounts_key = self.keys.amounts(aid)
         pipe = self.client.pipeline(transaction=False)
-        pipe.delete(buyers_key, cancelled_key, amounts_key)
+        for stale in (buyers_key, cancelled_key, amounts_key):  # one DEL each (a cluster
+            pipe.delete(stale)  # pipeline refuses a DEL of several keys, even in one slot)
         for chunk in _chunks([(u, o.order_id + CONFIRMED_SUFFIX) for u, o in live.items()]):
             pipe.hset(buyers_key, mapping=dict(chunk))
         cancelled_only = [(u, o.order_id) for u, o in cancelled.items() if u not in live]
