@@ -54,6 +54,12 @@ def purchase_took(outcome: str, seconds: float) -> None:
     child.observe(seconds)
 
 
+CLUSTER_RESENDS = Counter(
+    "seckill_cluster_resends_total",
+    "Calls sent again on a Redis Cluster because the reply proved they had not run, by reason "
+    "(moved, ask, tryagain, clusterdown, not_connected).",
+    ["reason"],
+)
 ORDERS_STORED = Counter(
     "seckill_orders_stored_total",
     "Orders the worker committed to the database and acknowledged.",

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 from redis.cluster import RedisCluster
+from redis.crc import key_slot
 from sqlalchemy.engine import make_url
 
 from edge.identity import mint_user_token
@@ -272,6 +273,16 @@ def create_activity(client: FlaskClient, **fields: Any) -> dict[str, Any]:
     assert response.status_code == 201, response.get_json()
     created: dict[str, Any] = response.get_json()
     return created
+
+
+def on_master(cluster: EmbeddedCluster, master: int, make: Callable[[int], str]) -> str:
+    """The first of ``make(0)``, ``make(1)``, ... (keys, or activity ids: an id's slot is its
+    keys' slot) whose slot the master on port ``master`` owns."""
+    for i in range(10_000):
+        name = make(i)
+        if cluster.master_of_slot(key_slot(name.encode())) == master:
+            return name
+    raise AssertionError(f"nothing found for master {master}")
 
 
 @pytest.fixture(scope="session")

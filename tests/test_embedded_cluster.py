@@ -17,6 +17,7 @@ import redis
 from redis.cluster import RedisCluster, key_slot
 
 from seckill.ops.cluster import CLUSTER_SLOTS, ClusterError, EmbeddedCluster
+from tests.conftest import on_master
 
 
 @contextlib.contextmanager
@@ -35,11 +36,7 @@ def cluster_client(url: str) -> Iterator[RedisCluster]:
 
 def key_on(cluster: EmbeddedCluster, master: int, prefix: str) -> str:
     """A key (with a hash tag, for more keys in its slot) whose slot ``master`` owns."""
-    for i in range(10_000):
-        key = f"{prefix}:{{t{i}}}"
-        if cluster.master_of_slot(key_slot(key.encode())) == master:
-            return key
-    raise AssertionError(f"no key found for master {master}")
+    return on_master(cluster, master, lambda i: f"{prefix}:{{t{i}}}")
 
 
 def test_all_slots_are_covered_by_three_masters_with_one_replica_each(

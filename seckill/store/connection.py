@@ -24,7 +24,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.commands.core import Script
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, RedisClusterException
 from redis.retry import Retry
 
 from seckill.config import ConfigError, Settings
@@ -102,7 +102,7 @@ def _close_cluster(client: RedisCluster) -> None:
 def _cluster(options: dict[str, Any]) -> Cluster:
     try:
         client = Cluster(**options)
-    except redis.RedisError as exc:
+    except (redis.RedisError, RedisClusterException) as exc:
         raise ConfigError(
             f"the Redis Cluster at {options['url']} could not be reached to read its slot map "
             f"({type(exc).__name__}: {exc}); a cluster client needs one node at start"
@@ -128,6 +128,15 @@ def make_cluster(settings: Settings, connection_class: type | None = None) -> Cl
     if connection_class is not None:
         options["connection_class"] = connection_class
     return _cluster(options)
+
+
+def ping_redis(client: Client) -> None:
+    """PING the server, or every master of a cluster (each owns some activities); raises if
+    one does not answer."""
+    if isinstance(client, RedisCluster):
+        client.ping(target_nodes=RedisCluster.PRIMARIES)
+    else:
+        client.ping()
 
 
 BACKGROUND_CLIENT_PREFIX = "seckill-background-"

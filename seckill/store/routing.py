@@ -35,6 +35,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 
+from seckill import metrics
 from seckill.store.connection import Cluster, NotSent, Wire, send_script
 
 log = logging.getLogger("seckill.redis")
@@ -101,7 +102,7 @@ class ClusterWire:
                 replies = wire.call(*sent)
             except NotSent:
                 wire.drop_idle()
-                self._wait_out(deadline, refresh=True, reason="not sent")
+                self._wait_out(deadline, refresh=True, reason="not_connected")
                 asking = None
                 continue
             except (redis.ConnectionError, redis.TimeoutError):
@@ -112,15 +113,17 @@ class ClusterWire:
                 replies, asking = replies[1:], None
             first = replies[0]
             if isinstance(first, MovedError):  # before AskError: MOVED is a kind of ASK
+                metrics.CLUSTER_RESENDS.labels("moved").inc()
                 self._cluster.nodes_manager.move_slot(first)
             elif isinstance(first, AskError):
+                metrics.CLUSTER_RESENDS.labels("ask").inc()
                 asking = self._cluster.nodes_manager.get_node(first.host, first.port)
                 if asking is None:
                     asking = ClusterNode(first.host, first.port)
                     self._cluster.nodes_manager.nodes_cache[asking.name] = asking
             elif isinstance(first, TryAgainError | ClusterDownError):
-                self._wait_out(deadline, refresh=isinstance(first, ClusterDownError),
-                               reason=str(first))
+                down = isinstance(first, ClusterDownError)
+                self._wait_out(deadline, refresh=down, reason="clusterdown" if down else "tryagain")
             else:
                 return replies
         raise redis.ConnectionError(f"slot {slot}: still redirected after {MAX_SENDS} sends")
@@ -128,6 +131,7 @@ class ClusterWire:
     def _wait_out(self, deadline: float, refresh: bool, reason: str) -> None:
         if time.monotonic() + RETRY_PAUSE > deadline:
             raise NotSent(f"the cluster did not take the command in time ({reason})")
+        metrics.CLUSTER_RESENDS.labels(reason).inc()
         if refresh:
             self.refresh()
         time.sleep(RETRY_PAUSE)

@@ -24,6 +24,7 @@ from seckill.domain.orders import activity_of_order
 from seckill.services import Services
 from seckill.sql.engine import ping
 from seckill.store import catalog
+from seckill.store.connection import ping_redis
 from seckill.web.body import json_body, read_body
 from seckill.web.limits import ColdLimits
 
@@ -135,7 +136,7 @@ def _service() -> Blueprint:
         found = services()
         problems: dict[str, str] = {}
         try:
-            found.client.ping()
+            ping_redis(found.client)
         except Exception as exc:
             problems["redis"] = type(exc).__name__
         try:
