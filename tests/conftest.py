@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -140,18 +141,23 @@ def client(app: Flask) -> FlaskClient:
     return app.test_client()
 
 
+def connect(url: str) -> redis.Redis:
+    """A client of the Redis at ``url``, decoding replies: on a cluster node, redis-py's cluster
+    client (the same commands, routed by key; a MULTI stays in one slot). Close it with
+    ``seckill.store.connection.close_client``."""
+    with contextlib.closing(redis.Redis.from_url(url, socket_timeout=5)) as probe:
+        cluster = bool(probe.info("cluster").get("cluster_enabled"))
+    if cluster:
+        return RedisCluster.from_url(url, decode_responses=True)  # type: ignore[return-value]
+    return redis.Redis.from_url(url, decode_responses=True)
+
+
 @pytest.fixture
-def rds(redis_url: str, redis_backend: str) -> Iterator[redis.Redis]:
-    """A plain client of the test's Redis (on a cluster, redis-py's cluster client: the same
-    commands, routed by key)."""
-    if redis_backend == "cluster":
-        cluster = RedisCluster.from_url(redis_url, decode_responses=True)
-        yield cluster  # type: ignore[misc]
-        close_client(cluster)
-        return
-    conn = redis.Redis.from_url(redis_url, decode_responses=True)
+def rds(redis_url: str) -> Iterator[redis.Redis]:
+    """A client of the test's Redis (:func:`connect`)."""
+    conn = connect(redis_url)
     yield conn
-    conn.close()
+    close_client(conn)
 
 
 def user_headers(uid: str, secret: str = JWT_SECRET, ttl: int = 600) -> dict[str, str]:

@@ -19,7 +19,15 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from seckill.config import Settings
-from tests.conftest import ADMIN, activity_stats, buy, keep_buying, order_status
+from seckill.store.connection import close_client
+from tests.conftest import (
+    ADMIN,
+    activity_stats,
+    buy,
+    connect,
+    keep_buying,
+    order_status,
+)
 from tests.faults import built_worker, drain, pending, stored_orders
 
 
@@ -161,7 +169,7 @@ def test_cancels_racing_purchases_of_the_last_units_never_hold_more_than_total(
     done = threading.Event()
 
     def sample() -> None:
-        sampler = redis.Redis.from_url(settings.redis_url, decode_responses=True)
+        sampler = connect(settings.redis_url)
         try:
             deadline = time.monotonic() + 30
             while not done.is_set() and time.monotonic() < deadline:
@@ -171,7 +179,7 @@ def test_cancels_racing_purchases_of_the_last_units_never_hold_more_than_total(
                 (remaining, sold), held_by = pipe.execute()
                 samples.append((int(remaining), int(sold), int(held_by)))
         finally:
-            sampler.close()
+            close_client(sampler)
 
     to_cancel = list(holders.values())[:cancelled_n] * 2
     gate = threading.Event()

@@ -29,12 +29,14 @@ from seckill.domain.packets import split
 from seckill.sql import engine as db
 from seckill.sql.book import OrderBook
 from seckill.sql.schema import activities
+from seckill.store.connection import close_client
 from seckill.store.reconcile import reconcile
 from seckill.store.stock import StockService
 from tests.conftest import (
     ADMIN,
     activity_stats,
     buy,
+    connect,
     expect,
     iso,
     keep_buying,
@@ -334,7 +336,7 @@ def test_grabs_racing_cancels_never_lose_or_duplicate_a_packet(
 
     def sample() -> None:
         nonlocal samples
-        sampler = redis.Redis.from_url(settings.redis_url, decode_responses=True)
+        sampler = connect(settings.redis_url)
         try:
             deadline = time.monotonic() + 30
             while not done.is_set() and time.monotonic() < deadline:
@@ -351,7 +353,7 @@ def test_grabs_racing_cancels_never_lose_or_duplicate_a_packet(
                     bad.append((listed, amounts, remaining, given, buyers))
                 samples += 1
         finally:
-            sampler.close()
+            close_client(sampler)
 
     gate = threading.Event()
     cancels_done = threading.Event()

@@ -1,4 +1,5 @@
-"""POST /admin/activities/<aid>/stock: total and remaining move together, atomically."""
+"""POST /admin/activities/<aid>/stock: total and remaining move together, atomically (on one
+server and on a cluster)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from seckill.domain.activities import MAX_TOTAL
-from tests.conftest import ADMIN, buy, expect
+from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect
+
+pytestmark = BOTH_BACKENDS
 
 
 def restock(client, aid, body):
