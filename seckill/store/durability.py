@@ -2,15 +2,20 @@
 
 ``SECKILL_DURABILITY`` is ``local`` (the default: this Redis's AOF), ``replica`` (one replica's
 AOF too) or ``none``. WAITAOF only waits for writes made on its own connection, so it is sent
-with the script, in one round trip. A server that cannot do it (no WAITAOF, AOF off) is named
-in the log once and the gateway carries on as ``none``: refusing every purchase would be worse.
-The modes in detail: docs/internals.md.
+with the script, in one round trip. For ``replica`` a WAIT comes first: a replica answers the
+master's ack request before it fsyncs the write that came in the same read, and otherwise
+reports its fsync only once a second, so WAITAOF alone would wait up to a second; once WAIT
+has seen the write applied, WAITAOF's own ack request finds it fsynced (a replica fsyncs
+before it sends that ack). The two share SECKILL_DURABILITY_TIMEOUT_MS. A server that cannot
+do it (no WAITAOF, AOF off) is named in the log once and the gateway carries on as ``none``:
+refusing every purchase would be worse. The modes in detail: docs/internals.md.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
@@ -44,6 +49,19 @@ class Durability:
         if not self._probed:
             self.probe(client)
         return self.mode != "none"
+
+    def commands(self, client: Client) -> list[tuple[Any, ...]]:
+        """What follows a write in its send: nothing (``none``), ``WAITAOF 1 0`` (``local``),
+        or ``WAIT 1`` then ``WAITAOF 1 1`` (``replica``), within the timeout together. The last
+        one's reply is the one :meth:`confirmed` reads."""
+        if not self.waits(client):
+            return []
+        local, replicas = self.needs
+        if not replicas:
+            return [("WAITAOF", local, 0, self.timeout_ms)]
+        first = max(1, self.timeout_ms // 2)  # 0 would mean "forever"
+        return [("WAIT", replicas, first),
+                ("WAITAOF", local, replicas, max(1, self.timeout_ms - first))]
 
     def probe(self, client: Client) -> str:
         """Ask the server once whether WAITAOF works; downgrade to ``none`` loudly if not."""

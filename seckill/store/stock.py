@@ -58,19 +58,17 @@ class StockService:
     # -- the decision ------------------------------------------------------------------
 
     def _run(self, script: Any, keys: list[str], args: list[Any]) -> Any:
-        """Run a writing script, followed on the same connection by WAITAOF when the
-        durability mode asks for it, in one round trip (:class:`seckill.store.connection.Wire`).
-        Returns the script's reply; raises Unavailable when the reply was not read or the write
-        could not be confirmed on disk."""
+        """Run a writing script, followed on the same connection by the durability mode's
+        wait (:meth:`Durability.commands`), in one round trip
+        (:class:`seckill.store.connection.Wire`). Returns the script's reply; raises
+        Unavailable when the reply was not read or the write could not be confirmed on disk."""
         try:
-            after: list[tuple[Any, ...]] = []
-            if self.durability.waits(self.client):
-                after.append(("WAITAOF", *self.durability.needs, self.durability.timeout_ms))
+            after = self.durability.commands(self.client)
             reply, *waited = self.wire.run_script(script, keys, args, *after)
         except redis.RedisError as exc:
             raise errors.Unavailable(detail=type(exc).__name__) from exc
-        if waited and _wrote(reply) and not self.durability.confirmed(waited[0]):
-            log.error("write not confirmed on disk (WAITAOF said %r)", waited[0])
+        if waited and _wrote(reply) and not self.durability.confirmed(waited[-1]):
+            log.error("write not confirmed on disk (WAITAOF said %r)", waited[-1])
             raise errors.Unavailable(
                 "the decision was taken but not confirmed on disk; check your order status "
                 "before retrying", detail="durability",
