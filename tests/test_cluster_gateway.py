@@ -7,6 +7,8 @@ test that kills a master, a cluster of the test's own."""
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -167,3 +169,55 @@ def test_healthz_needs_every_master(tmp_path: Path, database_url: str, prefix: s
             app.extensions["seckill"].close()
     finally:
         cluster.stop()
+
+
+def test_a_purchase_whose_reply_is_lost_is_503_and_runs_once(
+    tmp_path: Path, database_url: str, prefix: str
+) -> None:
+    """The master that owns the activity is frozen (SIGSTOP) while a purchase waits for its
+    answer: the gateway gives up with 503 and never sends it again; when the master wakes it
+    runs the script it had received, once."""
+    cluster = EmbeddedCluster(tmp_path / "cluster", masters=3, replicas=0, node_timeout_ms=15000)
+    cluster.start()
+    try:
+        env = gateway_env(cluster.url, prefix, tmp_path / "data", database_url, "1000/second")
+        env.update(SECKILL_REDIS_TIMEOUT="0.5", SECKILL_DURABILITY="none")
+        app = create_app(Settings.from_env(env))
+        try:
+            client = app.test_client()
+            aid = create_activity(client, total=5)["id"]
+            expect(buy(client, aid, "bob"), 200)  # the wire now holds a connection to the master
+            headers = user_headers("ann")
+            url = expect(client.get(f"/seckill/url?activity={aid}", headers=headers), 200)
+            owner = cluster.master_of_slot(key_slot(aid.encode()))
+            with cluster.client(owner) as conn:
+                calls = _evalsha_calls(conn)
+                process = cluster.servers[owner].process
+                assert process is not None
+                # It wakes 0.2 s after the reply's timeout: a resend would then have gone through.
+                wake = threading.Timer(0.7, process.send_signal, (signal.SIGCONT,))
+                process.send_signal(signal.SIGSTOP)
+                wake.start()
+                try:
+                    body = expect(client.post(url["url"], headers=headers), 503, "unavailable")
+                finally:
+                    wake.join()
+                    process.send_signal(signal.SIGCONT)
+                deadline = time.monotonic() + 5  # the woken master reads what waited
+                while _evalsha_calls(conn) == calls and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                time.sleep(0.3)  # room for a resend, had there been one
+                assert _evalsha_calls(conn) == calls + 1, "sent once, run once, never resent"
+                assert conn.hget(f"{prefix}:{{{aid}}}:buyers", "ann") is not None
+            assert "order" in body["message"]  # the buyer is told where to look
+            status = expect(client.get(f"/seckill/{aid}/order", headers=headers), 200)
+            assert status["status"] == "pending"
+        finally:
+            app.extensions["seckill"].close()
+    finally:
+        cluster.stop()
+
+
+def _evalsha_calls(conn: Any) -> int:
+    stats = conn.info("commandstats").get("cmdstat_evalsha", {})
+    return int(stats.get("calls", 0))

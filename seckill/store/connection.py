@@ -226,7 +226,7 @@ class Wire:
                 connection = self._connection_class(**self._connection_kwargs)
                 try:
                     connection.connect()
-                except redis.ConnectionError as exc:  # nothing was sent
+                except (redis.ConnectionError, redis.TimeoutError) as exc:  # nothing was sent
                     connection.disconnect()
                     raise NotSent(str(exc)) from exc
             try:
