@@ -5,6 +5,7 @@ reconfigures real Valkey nodes of a cluster the test started itself.
 * ``private_cluster``: an :class:`EmbeddedCluster` of the test's own (the session's
   ``valkey_cluster`` is shared: these tests kill, freeze and reshard theirs);
 * ``activity_on``: an activity id whose slot a chosen master owns;
+* ``gateway_app``: an in-process gateway (the real ClusterWire) on such a cluster;
 * ``frozen`` / ``cut_replication``: a replica that cannot receive its master's writes;
 * ``node_stats``: what a node counted (commands, error replies), to show who served what.
 """
@@ -20,8 +21,13 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from flask import Flask
+
+from seckill.config import Settings
 from seckill.ops.cluster import EmbeddedCluster
 from seckill.store.routing import slot_of
+from seckill.web.app import create_app
+from tests.conftest import gateway_env
 
 
 @contextlib.contextmanager
@@ -39,6 +45,22 @@ def private_cluster(folder: Path, replicas: int, node_timeout_ms: int = 1000
             if cluster.running(port):
                 _signal(cluster, port, signal.SIGCONT)
         cluster.stop()
+
+
+@contextlib.contextmanager
+def gateway_app(cluster: EmbeddedCluster, redis_port: int, prefix: str, tmp_path: Path,
+                database_url: str, **overrides: str) -> Iterator[Flask]:
+    """An in-process gateway on ``cluster``, its REDIS_URL naming the node on ``redis_port``
+    (the tests' secrets, ``overrides`` last)."""
+    env = gateway_env(cluster.servers[redis_port].url, prefix, tmp_path / "data", database_url,
+                      "1000/second")
+    env.update({"SECKILL_REDIS_CLUSTER": "on", **overrides})
+    app = create_app(Settings.from_env(env))
+    app.config["TESTING"] = True
+    try:
+        yield app
+    finally:
+        app.extensions["seckill"].close()
 
 
 def masters(cluster: EmbeddedCluster) -> list[int]:

@@ -21,37 +21,21 @@ from typing import Any
 from flask import Flask
 from flask.testing import FlaskClient
 
-from seckill.config import Settings
 from seckill.ops.cluster import EmbeddedCluster
 from seckill.store.routing import slot_of
-from seckill.web.app import create_app
 from tests.cluster_faults import (
     activity_on,
     cut_replication,
     frozen,
+    gateway_app,
     masters,
     private_cluster,
     replicas_of,
     wait_replicated,
 )
-from tests.conftest import ADMIN, buy, create_activity, gateway_env, user_headers
+from tests.conftest import ADMIN, buy, create_activity, user_headers
 
 RECOVERY_BOUND = 10.0  # seconds from the kill until the gateway answers for the slot again
-
-
-@contextlib.contextmanager
-def gateway_app(cluster: EmbeddedCluster, redis_port: int, prefix: str, tmp_path: Path,
-                database_url: str, **overrides: str) -> Any:
-    """An in-process gateway on ``cluster``, its REDIS_URL naming the node on ``redis_port``."""
-    env = gateway_env(cluster.servers[redis_port].url, prefix, tmp_path / "data", database_url,
-                      "1000/second")
-    env.update({"SECKILL_REDIS_CLUSTER": "on", **overrides})
-    app = create_app(Settings.from_env(env))
-    app.config["TESTING"] = True
-    try:
-        yield app
-    finally:
-        app.extensions["seckill"].close()
 
 
 @contextlib.contextmanager

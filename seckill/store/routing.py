@@ -18,7 +18,6 @@ longer answers 503 "unavailable" meanwhile, and the first call after it finds th
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -43,7 +42,9 @@ log = logging.getLogger("seckill.redis")
 # A map read this recently is not read again for another failure (a crowd fails at once).
 REFRESH_INTERVAL = 0.1
 RETRY_PAUSE = 0.05  # before resending after TRYAGAIN, CLUSTERDOWN or a refused connection
-MAX_SENDS = 32
+# MOVED/ASK answers in a row, with no pause between them: a map that does not settle. (Every
+# other resend pauses first, and stops at the deadline.)
+MAX_REDIRECTS = 16
 
 
 def slot_of(key: str) -> int:
@@ -91,10 +92,17 @@ class ClusterWire:
 
     def call(self, slot: int, *commands: tuple[Any, ...]) -> list[Any]:
         """Send ``commands`` at once to the master of ``slot``; their replies (an error reply as
-        its exception object). Resent only while the first reply proves nothing ran."""
+        its exception object). Resent only while the first reply proves nothing ran; NotSent
+        when that lasts past the deadline."""
+        return self._send(slot, commands)[0]
+
+    def _send(self, slot: int, commands: tuple[tuple[Any, ...], ...]
+              ) -> tuple[list[Any], ClusterNode]:
+        """:meth:`call`, also returning the node whose replies these are."""
         deadline = time.monotonic() + self._wait
         asking: ClusterNode | None = None
-        for _ in range(MAX_SENDS):
+        redirects = 0
+        while True:
             node = asking or self.master_of(slot)
             wire = self._wire(node)
             sent = (("ASKING",), *commands) if asking else commands
@@ -103,7 +111,7 @@ class ClusterWire:
             except NotSent:
                 wire.drop_idle()
                 self._wait_out(deadline, refresh=True, reason="not_connected")
-                asking = None
+                asking, redirects = None, 0
                 continue
             except (redis.ConnectionError, redis.TimeoutError):
                 wire.drop_idle()  # the master may be gone: its other connections too
@@ -112,21 +120,31 @@ class ClusterWire:
             if asking is not None:
                 replies, asking = replies[1:], None
             first = replies[0]
-            if isinstance(first, MovedError):  # before AskError: MOVED is a kind of ASK
-                metrics.CLUSTER_RESENDS.labels("moved").inc()
-                self._cluster.nodes_manager.move_slot(first)
-            elif isinstance(first, AskError):
-                metrics.CLUSTER_RESENDS.labels("ask").inc()
-                asking = self._cluster.nodes_manager.get_node(first.host, first.port)
-                if asking is None:
-                    asking = ClusterNode(first.host, first.port)
-                    self._cluster.nodes_manager.nodes_cache[asking.name] = asking
-            elif isinstance(first, TryAgainError | ClusterDownError):
+            if isinstance(first, TryAgainError | ClusterDownError):
                 down = isinstance(first, ClusterDownError)
                 self._wait_out(deadline, refresh=down, reason="clusterdown" if down else "tryagain")
-            else:
-                return replies
-        raise redis.ConnectionError(f"slot {slot}: still redirected after {MAX_SENDS} sends")
+                redirects = 0
+                continue
+            if not isinstance(first, AskError):  # MOVED is a kind of ASK
+                return replies, node
+            redirects += 1
+            if redirects == MAX_REDIRECTS:
+                raise NotSent(f"slot {slot}: still redirected after {MAX_REDIRECTS} sends")
+            asking = self._redirect(first)
+
+    def _redirect(self, reply: AskError) -> ClusterNode | None:
+        """Follow a MOVED (patch the map; None: send to the slot's master) or an ASK (the node
+        to send to once, after ASKING)."""
+        if isinstance(reply, MovedError):
+            metrics.CLUSTER_RESENDS.labels("moved").inc()
+            self._cluster.nodes_manager.move_slot(reply)
+            return None
+        metrics.CLUSTER_RESENDS.labels("ask").inc()
+        node: ClusterNode | None = self._cluster.nodes_manager.get_node(reply.host, reply.port)
+        if node is None:
+            node = ClusterNode(reply.host, reply.port)
+            self._cluster.nodes_manager.nodes_cache[node.name] = node
+        return node
 
     def _wait_out(self, deadline: float, refresh: bool, reason: str) -> None:
         if time.monotonic() + RETRY_PAUSE > deadline:
@@ -139,9 +157,20 @@ class ClusterWire:
     def run_script(self, script: Script, keys: list[str], args: list[Any],
                    *after: tuple[Any, ...]) -> list[Any]:
         """EVALSHA of ``script`` on the master of its keys' slot, then the ``after`` commands,
-        in one send; the replies (:func:`seckill.store.connection.send_script`)."""
-        return send_script(functools.partial(self.call, slot_of(keys[0])), script, keys, args,
-                           *after)
+        in one send; the replies (:func:`seckill.store.connection.send_script`). After NOSCRIPT
+        the script is loaded on the node that said it, which after an ASK is the migration's
+        target, not the slot's master."""
+        slot = slot_of(keys[0])
+        answered: list[ClusterNode] = []  # the node of the last send's replies
+
+        def call(*commands: tuple[Any, ...]) -> list[Any]:
+            if commands[0][0] == "SCRIPT" and answered:  # SCRIPT LOAD names no key
+                return self._wire(answered[0]).call(*commands)
+            replies, node = self._send(slot, commands)
+            answered[:] = [node]
+            return replies
+
+        return send_script(call, script, keys, args, *after)
 
     def close(self) -> None:
         """Disconnect every master's idle connections."""
