@@ -100,6 +100,13 @@ class OrderBook:
         with self.engine.connect() as conn:
             return {r[0] for r in conn.execute(sa.select(activities.c.id))}
 
+    def activity_ends(self) -> dict[str, int]:
+        """Every activity the database knows: its id -> its end (ms since the epoch)."""
+        self.ready()
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(activities.c.id, activities.c.ends_ms))
+            return {r[0]: int(r[1]) for r in rows}
+
     # -- orders -----------------------------------------------------------------------
 
     def _insert(self) -> Any:

@@ -1,5 +1,6 @@
 """The orders worker's upkeep of its consumer group: trimming acknowledged entries, removing the
-consumers that are gone, counting what waits.
+consumers that are gone, counting what waits. Every command names one stream (one slot), so
+all of it runs on a cluster.
 
 Trimming is by id, never by length: only entries below the oldest one still needed go. A
 consumer is removed only when it holds no pending entry and has been silent past a bound, in
@@ -60,14 +61,21 @@ class Roster:
 
 
 def pending_total(client: Client, streams: Iterable[str]) -> int:
-    """How many entries of ``streams`` the group has read but not yet acknowledged."""
+    """How many entries of ``streams`` the group has read but not yet acknowledged: one
+    ``XPENDING`` per stream (one slot each), all in one round trip (per master on a cluster).
+    A stream or group that does not exist counts 0; any other error (a node down) is raised,
+    never counted as nothing pending."""
+    names = list(streams)
+    pipe = client.pipeline(transaction=False)
+    for stream in names:
+        pipe.xpending(stream, GROUP)
     total = 0
-    for stream in streams:
-        try:
-            summary: Any = client.xpending(stream, GROUP)
-        except redis.ResponseError:
+    for reply in pipe.execute(raise_on_error=False):
+        if isinstance(reply, redis.ResponseError) and "NOGROUP" in str(reply):
             continue
-        total += int(summary["pending"])
+        if isinstance(reply, Exception):
+            raise reply
+        total += int(reply["pending"])
     return total
 
 

@@ -5,8 +5,10 @@ and acknowledged only after the commit, in the same atomic step that marks the o
 confirmed: a crash anywhere leaves them pending for a live consumer, a redelivered entry
 changes nothing in the database, and an acknowledged order is always marked. An entry that
 cannot be an order is dead-lettered rather than retried forever; a consumer that is gone is
-removed once its entries are reclaimed. The loop and its failure cases, step by step:
-docs/internals.md.
+removed once its entries are reclaimed. Every command names one stream's keys, so it runs on
+a cluster too (how streams are read there: ``seckill.worker.streams``); an ended activity's
+drained stream is retired (:class:`~seckill.worker.streams.Retirement`). The loop and its
+failure cases, step by step: docs/internals.md.
 """
 
 from __future__ import annotations
@@ -23,22 +25,21 @@ import redis
 import sqlalchemy as sa
 
 from seckill import metrics
-from seckill.domain.activities import is_activity_id
+from seckill.domain.activities import is_activity_id, now_ms
 from seckill.domain.entries import Cancel, Poison, parse_entry
 from seckill.domain.orders import OrderRow
 from seckill.sql.book import OrderBook
 from seckill.store.connection import Client
 from seckill.store.keys import KeySpace
 from seckill.store.scripts import Scripts
-from seckill.worker import groups
+from seckill.worker import groups, streams
 from seckill.worker.groups import GROUP
 from seckill.worker.stop import StopFlag
+from seckill.worker.streams import Batch, Retirement, redis_away
 
 log = logging.getLogger("seckill.worker")
 
 __all__ = ["GROUP", "OrdersWorker"]
-
-Entry = tuple[str, dict[str, str]]
 
 class OrdersWorker:
     """One consumer of the group: moves the activities' order streams into the database."""
@@ -56,6 +57,9 @@ class OrdersWorker:
         max_deliveries: int = 5,
         refresh_seconds: float = 2.0,
         backoff_max: float = 10.0,
+        poll_ms: int = 100,
+        retire_grace_ms: int = 10_000,
+        recheck_seconds: float = 30.0,
     ) -> None:
         self.client = client
         self.keys = keys
@@ -64,6 +68,8 @@ class OrdersWorker:
         self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
         self.batch = batch
         self.block_ms = block_ms
+        # On a cluster reads do not block: a round that found nothing sleeps this long.
+        self.poll_ms = poll_ms
         self.claim_idle_ms = claim_idle_ms
         # A consumer silent this long with nothing pending is gone (default: the claim bound).
         self.consumer_idle_ms = claim_idle_ms if consumer_idle_ms is None else consumer_idle_ms
@@ -71,7 +77,8 @@ class OrdersWorker:
         self.max_deliveries = max_deliveries
         self.refresh_seconds = refresh_seconds
         self.backoff_max = backoff_max
-        self._streams: dict[str, str] = {}  # stream key -> activity id
+        self._streams: dict[str, str] = {}  # the streams read: stream key -> activity id
+        self.retirement = Retirement(retire_grace_ms, recheck_seconds)
         self._grouped: set[str] = set()
         self._refreshed_at = float("-inf")
         self._housekept_at = time.monotonic()
@@ -83,20 +90,46 @@ class OrdersWorker:
     # -- streams and groups --------------------------------------------------------------
 
     def refresh_streams(self, force: bool = False) -> None:
-        """Follow new activities' streams (at most every ``refresh_seconds``, unless ``force``)."""
+        """Follow new activities' streams (at most every ``refresh_seconds``, unless ``force``);
+        an activity already ended starts retired, to be checked before it is read."""
         if not force and time.monotonic() - self._refreshed_at < self.refresh_seconds:
             return
         self._refreshed_at = time.monotonic()
         try:
-            known = self.book.activity_ids()
+            known = self.book.activity_ends()
         except sa.exc.OperationalError as exc:
             # Database away: keep serving the streams already known; the store step retries.
             log.error("database unavailable (%s); cannot look for new activities yet",
                       exc.orig or exc)
-            known = set()
+            known = {}
+        self.retirement.ends.update(known)
+        now = now_ms()
         for aid in known:
-            self._streams.setdefault(self.keys.orders(aid), aid)
+            stream = self.keys.orders(aid)
+            if stream in self._streams or stream in self.retirement.retired:
+                continue
+            if self.retirement.ended(aid, now):
+                self.retirement.add(stream, aid)
+            else:
+                self._streams[stream] = aid
         self.ensure_groups()
+
+    def retire(self) -> None:
+        """Stop reading the streams of activities ended and drained; read again the retired
+        ones on which something turned up (the rule: :class:`Retirement`)."""
+        retire, revive = self.retirement.review(self.client, self._streams, now_ms())
+        for stream in retire:
+            del self._streams[stream]
+            groups.trim(self.client, stream)
+            self.roster.leave(stream, self.consumer)
+            self._grouped.discard(stream)
+            log.info("%s: the activity has ended and its stream is drained: no longer read",
+                     stream)
+        for stream, aid in revive.items():
+            log.info("%s: entries after the activity's end: reading it again", stream)
+            self._streams[stream] = aid
+        if revive:
+            self.ensure_groups()
 
     def ensure_groups(self) -> None:
         """Create the consumer group on every followed stream that does not have it yet."""
@@ -114,13 +147,17 @@ class OrdersWorker:
     # -- the loop ------------------------------------------------------------------------
 
     def run(self, stop: StopFlag) -> None:
-        """Run cycles until ``stop`` is set, waiting out Redis outages."""
+        """Run cycles until ``stop`` is set, waiting out Redis outages (on a cluster: a node
+        down, a failover under way, until a replica has taken over)."""
         log.info("orders worker %s started", self.consumer)
         while not stop:
             try:
                 self.step(stop)
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                log.warning("Redis unreachable (%s); retrying in 1s", exc)
+            except streams.AWAY as exc:
+                if not redis_away(exc):
+                    raise
+                log.warning("Redis unreachable (%s: %s); retrying in 1s",
+                            type(exc).__name__, exc)
                 self._own_pending = True
                 self._sleep(1.0, stop)
         self.leave()
@@ -133,26 +170,24 @@ class OrdersWorker:
             self._housekept_at = time.monotonic()
             handled = self.reclaim(stop)
             self.trim()
+            self.retire()
             if handled:
                 return handled
         if not self._streams:
             self._sleep(self.block_ms / 1000, stop)
             return 0
         own = self._own_pending
-        try:
-            reply: Any = self.client.xreadgroup(
-                GROUP, self.consumer, dict.fromkeys(self._streams, "0" if own else ">"),
-                count=self.batch, block=None if own else self.block_ms,
-            )
-        except redis.ResponseError as exc:
-            if "NOGROUP" not in str(exc):
-                raise
+        got = streams.read(self.client, self.consumer, list(self._streams), "0" if own else ">",
+                           self.batch, None if own else self.block_ms)
+        if got.missing:
             # The stream or its group vanished (Redis lost its data): recreate, read again.
-            log.warning("consumer group missing (%s); recreating", exc)
-            self._grouped.clear()
+            log.warning("consumer group missing on %d stream(s); recreating", len(got.missing))
+            self._grouped.difference_update(got.missing)
             self.ensure_groups()
-            return 0
-        batch = [(str(stream), list(entries)) for stream, entries in (reply or [])]
+        batch = got.batch
+        if not own and not got.entries and not got.missing and streams.is_cluster_client(
+                self.client):
+            self._sleep(self.poll_ms / 1000, stop)  # nothing anywhere: the cluster's BLOCK
         if own:
             batch = self._ack_deleted(batch)
             if not any(entries for _, entries in batch):
@@ -162,7 +197,7 @@ class OrdersWorker:
                      sum(len(entries) for _, entries in batch))
         return self.handle(batch, stop)
 
-    def _ack_deleted(self, batch: list[tuple[str, list[Entry]]]) -> list[tuple[str, list[Entry]]]:
+    def _ack_deleted(self, batch: Batch) -> Batch:
         """Our pending history may name entries deleted from the stream since: nothing to store."""
         kept = []
         for stream, entries in batch:
@@ -172,7 +207,7 @@ class OrdersWorker:
             kept.append((stream, [(i, f) for i, f in entries if f]))
         return kept
 
-    def handle(self, batch: list[tuple[str, list[Entry]]], stop: StopFlag | None) -> int:
+    def handle(self, batch: Batch, stop: StopFlag | None) -> int:
         """Parse a batch, dead-letter the poison, store the rest; returns the entries seen."""
         rows: list[tuple[str, str, OrderRow]] = []
         cancels: list[tuple[str, str, Cancel]] = []

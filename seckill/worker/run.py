@@ -11,7 +11,7 @@ import redis
 from seckill.config import Settings
 from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
-from seckill.store.connection import make_pool
+from seckill.store.connection import Client, is_cluster, make_cluster, make_pool
 from seckill.store.keys import KeySpace
 from seckill.worker.orders import OrdersWorker
 from seckill.worker.stop import StopFlag
@@ -20,8 +20,9 @@ log = logging.getLogger("seckill.worker")
 
 
 def build_worker(settings: Settings, **options: Any) -> OrdersWorker:
-    """A worker with its own Redis connections (its socket timeout must outlast BLOCK), tuned
-    by the settings' worker options; ``options`` override them (tests)."""
+    """A worker with its own Redis connections (its socket timeout must outlast BLOCK): one
+    server's, or a cluster client (``SECKILL_REDIS_CLUSTER``), tuned by the settings' worker
+    options; ``options`` override them (tests)."""
     tuning = {"batch": settings.worker_batch, "block_ms": settings.worker_block_ms,
               "claim_idle_ms": settings.worker_claim_idle_ms, **options}
     own = dataclasses.replace(
@@ -29,7 +30,8 @@ def build_worker(settings: Settings, **options: Any) -> OrdersWorker:
         redis_timeout=max(settings.redis_timeout, int(tuning["block_ms"]) / 1000 + 2.0),
         redis_max_connections=4,
     )
-    client = redis.Redis(connection_pool=make_pool(own))
+    client: Client = (make_cluster(own) if is_cluster(own)
+                      else redis.Redis(connection_pool=make_pool(own)))
     book = OrderBook(make_engine(settings.database_url)).ready()
     return OrdersWorker(client, KeySpace(settings.key_prefix), book, **tuning)
 
