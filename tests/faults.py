@@ -29,6 +29,7 @@ from seckill.domain.orders import StoredOrder
 from seckill.ops.embedded import EmbeddedValkey, die_with_parent
 from seckill.sql import engine as db
 from seckill.sql.book import OrderBook
+from seckill.store.connection import close_client
 from seckill.store.keys import KeySpace
 from seckill.store.scripts import Scripts
 from seckill.worker.orders import GROUP, OrdersWorker
@@ -118,7 +119,8 @@ def queue_purchases(
         pipe = rds.pipeline(transaction=False)
         part = uids[start : start + chunk]
         for uid in part:
-            pipe.evalsha(script.sha, 3, *keys.activity_keys(aid), uid, 1, aid)
+            # execute_command: a cluster pipeline refuses .evalsha, not the command itself.
+            pipe.execute_command("EVALSHA", script.sha, 3, *keys.activity_keys(aid), uid, 1, aid)
         for uid, reply in zip(part, pipe.execute(), strict=True):
             assert reply[0] == "ok", (uid, reply)
             bought[uid] = str(reply[1])
@@ -210,7 +212,7 @@ def built_worker(settings: Any, **options: Any) -> Iterator[OrdersWorker]:
     try:
         yield worker
     finally:
-        worker.client.connection_pool.disconnect()
+        close_client(worker.client)
         worker.book.engine.dispose()
 
 

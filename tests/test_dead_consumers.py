@@ -2,9 +2,10 @@
 once a live worker has reclaimed its entries; a consumer that still holds pending entries is
 never removed (its entries would be lost with it), nor is a live one.
 
-Everything is real: the session's Valkey (own key prefix per test), the test's own database,
-workers run as ``seckill worker`` runs them (``run`` in a thread) or stepped in-process. The
-killed-with-SIGKILL case is in test_orders_worker.py (``test_kill_9_mid_batch_...``).
+Everything is real: the session's Valkey and its cluster (each test on both; own key prefix
+per test), the test's own database, workers run as ``seckill worker`` runs them (``run`` in a
+thread) or stepped in-process. The killed-with-SIGKILL case is in test_orders_worker.py
+(``test_kill_9_mid_batch_...``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from flask.testing import FlaskClient
 
 from seckill.config import Settings
 from seckill.worker.orders import GROUP
+from tests.conftest import BOTH_BACKENDS
 from tests.faults import WorkerThread, built_worker, drain, stored_orders, wait_until
 from tests.test_orders_worker import buy_ok, stream_key
+
+pytestmark = BOTH_BACKENDS
 
 
 def consumers(rds: redis.Redis, stream: str) -> dict[str, int]:

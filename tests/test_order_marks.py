@@ -1,10 +1,10 @@
 """The confirmed mark (issue 11, item 5): an order stored in the database is never left
 ``pending`` in Redis, whatever moment a connection or a server dies at.
 
-Everything is real: the session's Valkey (own key prefix per test), the test's own SQLite file
-or PostgreSQL schema, the orders worker run as ``seckill worker`` runs it (``run`` in a
-thread), and a TCP relay (``tests/relay.py``) that cuts the worker's connection at the
-exact moment the stream entries are acknowledged.
+Everything is real: the session's Valkey (and its cluster, for reconcile; own key prefix per
+test), the test's own SQLite file or PostgreSQL schema, the orders worker run as ``seckill
+worker`` runs it (``run`` in a thread), and a TCP relay (``tests/relay.py``) that cuts the
+worker's connection at the exact moment the stream entries are acknowledged.
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ from typing import Any, cast
 import redis
 from flask import Flask
 from flask.testing import FlaskClient
+from redis.cluster import RedisCluster
 
 from seckill.config import Settings
 from seckill.ops.embedded import EmbeddedValkey
+from seckill.store.connection import close_client
 from seckill.store.reconcile import reconcile
 from seckill.worker.orders import GROUP
-from tests.conftest import ADMIN, activity_stats, order_status
+from tests.conftest import ADMIN, BOTH_BACKENDS, activity_stats, order_status
 from tests.faults import (
     WorkerThread,
     built_worker,
@@ -33,6 +35,8 @@ from tests.relay import CuttingProxy
 from tests.test_orders_worker import buy_ok, stream_key
 
 
+# One server only: the relay stands between the worker and one server; a cluster client
+# would follow the slot map to the nodes' own ports, around it. The reconcile tests run on both.
 def test_a_cut_right_after_the_acknowledgement_never_leaves_an_order_pending(
     client: FlaskClient, make_activity: Any, env: dict[str, str], database_url: str,
     valkey: EmbeddedValkey, rds: redis.Redis, prefix: str,
@@ -92,20 +96,25 @@ def _snapshot(rds: redis.Redis, prefix: str) -> dict[str, Any]:
     """Every key of the test's prefix, serialized (DUMP: the value; a stream's groups,
     consumers and pending entries), and whether it expires; but the rate counters, which
     expire by themselves."""
-    raw = redis.Redis(connection_pool=rds.connection_pool.__class__(
-        **{**rds.connection_pool.connection_kwargs, "decode_responses": False}))
+    raw: redis.Redis | RedisCluster
+    if isinstance(rds, RedisCluster):
+        raw = RedisCluster(startup_nodes=rds.startup_nodes, decode_responses=False)
+    else:
+        raw = redis.Redis(connection_pool=rds.connection_pool.__class__(
+            **{**rds.connection_pool.connection_kwargs, "decode_responses": False}))
     try:
         return {key: (raw.dump(key), raw.pttl(key) >= 0)
                 for key in raw.scan_iter(match=f"{prefix}:*".encode(), count=1000)
                 if b":rate:" not in key}
     finally:
-        raw.close()
+        close_client(raw)
 
 
 def _told(status: str, order_id: str | None = None) -> dict[str, str]:
     return {"status": status} if order_id is None else {"status": status, "order_id": order_id}
 
 
+@BOTH_BACKENDS
 def test_reconcile_reports_a_lost_mark_writes_nothing_and_repair_marks_it(
     app: Flask, client: FlaskClient, make_activity: Any, settings: Settings,
     database_url: str, rds: redis.Redis, prefix: str,
@@ -155,6 +164,7 @@ def test_reconcile_reports_a_lost_mark_writes_nothing_and_repair_marks_it(
     assert reconcile(services.restorer, aid)["differences"] == {}
 
 
+@BOTH_BACKENDS
 def test_reconcile_reports_orders_redis_tells_otherwise_and_repair_rebuilds(
     app: Flask, client: FlaskClient, make_activity: Any, settings: Settings,
     database_url: str, rds: redis.Redis, prefix: str,
@@ -203,6 +213,7 @@ def test_reconcile_reports_orders_redis_tells_otherwise_and_repair_rebuilds(
     assert (stats["remaining"], stats["sold"], stats["buyers"]) == (8, 2, 2)
 
 
+@BOTH_BACKENDS
 def test_reconcile_without_repair_leaves_a_lost_state_lost(
     app: Flask, client: FlaskClient, make_activity: Any, rds: redis.Redis, prefix: str,
 ) -> None:

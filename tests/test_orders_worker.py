@@ -23,7 +23,7 @@ from seckill.config import Settings
 from seckill.domain.orders import OrderRow
 from seckill.store.keys import KeySpace
 from seckill.worker.orders import GROUP
-from tests.conftest import activity_stats, buy, order_status
+from tests.conftest import BOTH_BACKENDS, activity_stats, buy, order_status
 from tests.faults import (
     DatabaseOutage,
     OrderCounter,
@@ -38,6 +38,9 @@ from tests.faults import (
     wait_until,
     worker_process,
 )
+
+# The whole suite on one server and on the session's cluster (REDIS_URL naming one node).
+pytestmark = BOTH_BACKENDS
 
 
 def stream_key(prefix: str, aid: str) -> str:
