@@ -1,6 +1,9 @@
 """A master of the cluster dies (kill -9) and its replica takes over: what the gateway then
 keeps of what it answered, per ``SECKILL_DURABILITY`` (issue 12).
 
+* a sale on gunicorn + gevent and the orders worker, ``replica``: the master of one of three
+  activities is killed mid-sale; the gateway recovers by itself within seconds and every 200
+  has its order, in Redis and in the database;
 * ``local`` and ``replica``, made deterministic in-process: the replica is frozen (SIGSTOP)
   and its link cut, so the master's next write exists on the master only; the master is
   killed, the replica thawed and promoted. With ``local`` that write had been answered 200 and
@@ -12,30 +15,53 @@ kills: the gateway must find the cluster again through the nodes it discovered.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+import urllib3
 from flask import Flask
-from flask.testing import FlaskClient
 
 from seckill.ops.cluster import EmbeddedCluster
 from seckill.store.routing import slot_of
 from tests.cluster_faults import (
+    Crowd,
+    Sale,
     activity_on,
+    answered_again,
+    buy_when_copy_refreshed,
+    cluster_env,
     cut_replication,
+    drained,
     frozen,
     gateway_app,
     masters,
     private_cluster,
     replicas_of,
+    stats,
+    status_of,
     wait_replicated,
 )
-from tests.conftest import ADMIN, buy, create_activity, user_headers
+from tests.conftest import buy, create_activity
+from tests.faults import (
+    WorkerThread,
+    built_worker,
+    stop_worker_process,
+    stored_orders,
+    wait_until,
+    worker_process,
+)
+from tests.servers import gunicorn_server
+from tests.test_concurrency import Gateway, bearer
 
 RECOVERY_BOUND = 10.0  # seconds from the kill until the gateway answers for the slot again
+CROWD_THREADS = 24
+CROWD_USERS = 20_000  # at most: the crowd is stopped a few seconds after the recovery
+TOTAL = 10_000  # units per activity: none sells out here
 
 
 @contextlib.contextmanager
@@ -45,58 +71,19 @@ def sale(cluster: EmbeddedCluster, tmp_path: Path, prefix: str, database_url: st
     gateway whose REDIS_URL names that master: (the app, the activity id, the master)."""
     master = masters(cluster)[0]
     aid = activity_on(cluster, master)
-    with gateway_app(cluster, master, prefix, tmp_path, database_url, **overrides) as app:
+    with gateway_app(cluster_env(cluster, master, prefix, tmp_path, database_url,
+                                 **overrides)) as app:
         create_activity(app.test_client(), id=aid, total=total)
         yield app, aid, master
 
 
-def status_of(client: FlaskClient, aid: str, uid: str) -> tuple[int, dict[str, Any]]:
-    """``GET /seckill/<aid>/order`` for ``uid``: the status code and body."""
-    response = client.get(f"/seckill/{aid}/order", headers=user_headers(uid))
-    return response.status_code, response.get_json()
-
-
-def answered_again(client: FlaskClient, aid: str, uid: str, started: float
-                   ) -> tuple[dict[str, Any], float, int]:
-    """Ask ``uid``'s order status until the gateway answers 200 (within RECOVERY_BOUND of
-    ``started``); the body, the seconds since ``started`` and the 503s seen meanwhile."""
-    unavailable = 0
-    while True:
-        code, body = status_of(client, aid, uid)
-        if code == 200:
-            return body, time.monotonic() - started, unavailable
-        assert code == 503, (code, body)
-        unavailable += 1
-        assert time.monotonic() - started < RECOVERY_BOUND, f"no answer: {body}"
-        time.sleep(0.05)
-
-
-def stats(client: FlaskClient, aid: str) -> dict[str, Any]:
-    """The operator's view of the activity's stock."""
-    response = client.get(f"/admin/activities/{aid}/stats", headers=ADMIN)
-    assert response.status_code == 200, response.get_json()
-    body: dict[str, Any] = response.get_json()
-    return body
-
-
-def buy_when_copy_refreshed(client: FlaskClient, aid: str, uid: str) -> tuple[Any, float]:
-    """``buy`` again while this process's copy still says sold out (it is refreshed every
-    SECKILL_META_TTL); the response and the seconds it took."""
-    started = time.monotonic()
-    while True:
-        response = buy(client, aid, uid)
-        if response.status_code != 410 or time.monotonic() - started > 5:
-            return response, time.monotonic() - started
-        time.sleep(0.1)
-
-
 def master_dies_with_a_write_the_replica_lacks(
-    cluster: EmbeddedCluster, app: Flask, aid: str, master: int
+    cluster: EmbeddedCluster, app: Flask, aid: str, master: int, settle: float = 0.0
 ) -> tuple[Any, dict[str, Any], float]:
     """The deterministic loss: zoe buys (replicated), then with the replica frozen and its link
-    cut alice buys, the master is killed, the replica thawed and promoted. Returns alice's
-    purchase response, her order status on the dead master just before the kill, and the
-    seconds from the kill until the gateway answered for the slot again."""
+    cut alice buys, ``settle`` seconds pass, the master is killed, the replica thawed and
+    promoted. Returns alice's purchase response, her order status on the dead master just
+    before the kill, and the seconds from the kill until the gateway answered again."""
     client = app.test_client()
     (replica,) = replicas_of(cluster, master)
     zoe = buy(client, aid, "zoe")
@@ -107,10 +94,11 @@ def master_dies_with_a_write_the_replica_lacks(
         alice = buy(client, aid, "alice")
         code, before = status_of(client, aid, "alice")
         assert code == 200, before
+        time.sleep(settle)
         killed = time.monotonic()
         cluster.kill(master)
     # Thawed: it reads its link's end, finds the master gone, and is elected in its place.
-    status, took, unavailable = answered_again(client, aid, "zoe", killed)
+    status, took, unavailable = answered_again(client, aid, "zoe", killed, RECOVERY_BOUND)
     assert status == {"status": "pending", "order_id": zoe.get_json()["order_id"]}
     assert cluster.master_of_slot(slot_of(f"{{{aid}}}")) == replica
     print(f"\nrecovered {took:.1f}s after the kill ({unavailable} answers 503 meanwhile)")
@@ -179,6 +167,36 @@ def test_replica_no_200_for_a_write_the_replica_did_not_get(
         print(f"sequence took {time.monotonic() - started:.1f}s")
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "the orders worker stores an entry no replica has yet: after the failover the database "
+    "keeps an order Redis lost (its buyer's status says none) and the unit is sold again"))
+def test_replica_an_order_lost_in_the_failover_never_reaches_the_database(
+    tmp_path: Path, prefix: str, database_url: str
+) -> None:
+    """The sequence above with the orders worker running: alice's decision (answered 503,
+    on the master only) must not be stored while no replica has it, or the database ends with
+    more orders than units. Seen: zoe, alice and bob confirmed for 2 units, alice's status
+    ``none``, the stats' sold 2 and confirmed 3 (with ``local`` the same, alice having had a
+    200)."""
+    with private_cluster(tmp_path / "cluster", replicas=1) as cluster, sale(
+        cluster, tmp_path, prefix, database_url, total=2, SECKILL_DURABILITY="replica",
+        SECKILL_DURABILITY_TIMEOUT_MS="500",
+    ) as (app, aid, master), built_worker(app.extensions["seckill"].settings,
+                                          block_ms=100) as worker, WorkerThread(worker):
+        client = app.test_client()
+        alice, _, _ = master_dies_with_a_write_the_replica_lacks(
+            cluster, app, aid, master, settle=1.0)  # the worker's time to read it
+        assert alice.status_code == 503, alice.get_json()
+        assert status_of(client, aid, "alice") == (200, {"status": "none"})
+        cluster.restart(master, timeout=30)  # a replica again: 200s again
+        bob, _ = buy_when_copy_refreshed(client, aid, "bob")
+        assert bob.status_code == 200, bob.get_json()
+        rows = wait_until(lambda: (found := stored_orders(database_url, aid))
+                          and "bob" in {row.user_id for row in found} and found, 15,
+                          interval=0.2, what="bob's order stored")
+        assert sorted(row.user_id for row in rows) == ["bob", "zoe"]
+
+
 def test_replica_a_200_waits_for_the_replica_fsync_not_for_its_once_a_second_ack(
     valkey_cluster: EmbeddedCluster, tmp_path: Path, prefix: str, database_url: str
 ) -> None:
@@ -199,3 +217,106 @@ def test_replica_a_200_waits_for_the_replica_fsync_not_for_its_once_a_second_ack
     print(f"\nreplica durability: purchase median {took[10] * 1000:.0f} ms, "
           f"max {took[-1] * 1000:.0f} ms")
     assert took[10] < 0.1 and took[-2] < 0.3, took
+
+
+def http_buyer(gateway: Gateway) -> Callable[[str, str], tuple[int, dict[str, Any]]]:
+    """A purchase over HTTP, as a browser makes it: a purchase URL, then the purchase."""
+
+    def buy_once(uid: str, aid: str) -> tuple[int, dict[str, Any]]:
+        headers = bearer(uid)
+        status, body = gateway.call("GET", f"/seckill/url?activity={aid}", headers=headers)
+        if status != 200:
+            return status, body
+        return gateway.call("POST", body["url"], headers=headers)
+
+    return buy_once
+
+
+def test_a_master_killed_mid_sale_fails_over_and_every_200_keeps_its_order(
+    tmp_path: Path, prefix: str, database_url: str
+) -> None:
+    """3 masters with 2 replicas each (after the failover the new master still has one, so a
+    ``replica`` 200 is possible again), one activity per master, a crowd buying over HTTP from
+    a gunicorn (2 gevent workers) whose REDIS_URL names the master that is then killed with
+    SIGKILL, and the orders worker running throughout. Answers meanwhile may be 503."""
+    with private_cluster(tmp_path / "cluster", replicas=2) as cluster:
+        victim, *others = masters(cluster)
+        standby = replicas_of(cluster, victim)
+        aids = [activity_on(cluster, port) for port in (victim, *others)]
+        env = cluster_env(cluster, victim, prefix, tmp_path, database_url,
+                          SECKILL_DURABILITY="replica")
+        http = urllib3.PoolManager(maxsize=CROWD_THREADS + 8, block=True)
+        with gunicorn_server(env, workers=2) as base:
+            gateway = Gateway(base, prefix, http, env["REDIS_URL"], cluster)
+            for aid in aids:
+                gateway.create_activity(TOTAL, aid)
+            worker = worker_process(env, tmp_path / "worker.log")
+            try:
+                crowd = Crowd(http_buyer(gateway), aids, CROWD_THREADS, CROWD_USERS)
+                with crowd.running():
+                    wait_until(lambda: len(crowd.of(aids[0], 200)) >= 150, 30,
+                               what="150 purchases of the victim's activity")
+                    killed = time.monotonic()
+                    cluster.kill(victim)
+                    first = wait_until(lambda: next(
+                        (a for a in crowd.of(aids[0], 200) if a.sent > killed), None),
+                        RECOVERY_BOUND + 5, what="a purchase after the kill")
+                    time.sleep(2.0)  # the sale goes on on the promoted replica
+                sale: Sale = wait_until(lambda: drained(cluster, prefix, database_url, aids),
+                                        30, interval=0.2, what="the worker drained the streams")
+                promoted = cluster.master_of_slot(slot_of(f"{{{aids[0]}}}"))
+            finally:
+                stop_worker_process(worker)
+                http.clear()
+
+    recovery = first.done - killed
+    span = max(a.done for a in crowd.answers) - min(a.sent for a in crowd.answers)
+    print(f"\n{len(crowd.answers)} purchases in {span:.1f}s")
+    late = [a for a in crowd.answers if a.status != 200]
+    print(f"\nrecovered {recovery:.1f}s after the kill; answers (activity, status): "
+          f"{dict(collections.Counter((aids.index(a.aid), a.status) for a in crowd.answers))}"
+          f"; the others sent {min((a.sent - killed for a in late), default=0):.1f}s to "
+          f"{max((a.sent - killed for a in late), default=0):.1f}s after the kill")
+    assert promoted in standby, (promoted, standby)
+    assert recovery < RECOVERY_BOUND, recovery
+    assert {a.status for a in crowd.answers} <= {200, 503}, late[:5]
+    for aid, (meta, buyers, rows) in sale.items():
+        remaining, sold = int(meta["remaining"]), int(meta["sold"])
+        assert remaining >= 0 and remaining + sold == TOTAL, meta
+        stored = {row.user_id: row.order_id for row in rows}
+        assert len(stored) == len(rows) == sold, "one order per buyer, one unit each"
+        assert {uid: value.split("|", 1)[0] for uid, value in buyers.items()} == stored
+        for answer in crowd.of(aid, 200):  # every 200 kept its order
+            assert stored.get(answer.uid) == answer.body["order_id"], answer
+        unknown = crowd.of(aid, 503)
+        why = collections.Counter(a.body.get("detail") for a in unknown)
+        print(f"activity {aids.index(aid)}: sold {sold}, {len(crowd.of(aid, 200))} answered 200,"
+              f" {len(unknown)} answered 503 {dict(why)}, of which "
+              f"{sum(a.uid in stored for a in unknown)} hold an order")
+
+
+def test_the_whole_cluster_down_answers_503_then_recovers(
+    tmp_path: Path, prefix: str, database_url: str
+) -> None:
+    """Every node killed (no node left to read the slot map from): a purchase and an order
+    status answer 503 ``unavailable`` as on one server, never 500; every node restarted from
+    its folder, the same process sells again."""
+    with private_cluster(tmp_path / "cluster", replicas=0) as cluster, sale(
+        cluster, tmp_path, prefix, database_url, total=5
+    ) as (app, aid, _):
+        client = app.test_client()
+        assert buy(client, aid, "early").status_code == 200
+        for port in cluster.ports:
+            cluster.kill(port)
+        down = buy(client, aid, "during")
+        assert down.status_code == 503 and down.get_json()["error"] == "unavailable", (
+            down.status_code, down.get_json())
+        assert status_of(client, aid, "early")[0] == 503
+        for port in cluster.ports:
+            cluster.servers[port].start()
+        cluster.wait_healthy(30)
+        status, took, unavailable = answered_again(client, aid, "early", time.monotonic(),
+                                                 RECOVERY_BOUND)
+        assert status["status"] == "pending", status
+        assert buy(client, aid, "after").status_code == 200
+        print(f"\nanswering {took:.1f}s after the restart ({unavailable} answers 503)")

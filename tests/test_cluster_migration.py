@@ -16,6 +16,7 @@ import collections
 import contextlib
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -25,11 +26,21 @@ from flask import Flask
 from seckill.ops.cluster import EmbeddedCluster
 from seckill.store.keys import KeySpace
 from seckill.store.routing import slot_of
-from tests.cluster_faults import activity_on, gateway_app, masters, node_stats, private_cluster
+from tests.cluster_faults import (
+    Crowd,
+    activity_on,
+    cluster_env,
+    drained,
+    gateway_app,
+    masters,
+    node_stats,
+    private_cluster,
+)
 from tests.conftest import buy, create_activity
+from tests.faults import stop_worker_process, wait_until, worker_process
 
 CROWD_THREADS = 6
-CROWD_USERS = 2000  # at most; the crowd stops once the migration is over and a second passed
+CROWD_USERS = 2000  # at most; the crowd is stopped a second after the migration
 STEP_PAUSE = 0.3  # seconds between two MIGRATE steps: purchases arrive in each half-way state
 REDIS_TIMEOUT = "5"  # SECKILL_REDIS_TIMEOUT: longer than the whole migration
 
@@ -72,106 +83,92 @@ class Migration:
         return int(self._on(port, "CLUSTER", "COUNTKEYSINSLOT", self.slot))
 
 
-class Crowd:
-    """Buyers arriving one after another on a few threads, each a new user, until stopped
-    (bounded in users and in seconds); every answer kept as (user, status, body, sent at)."""
+def in_process_buyer(app: Flask) -> Callable[[str, str], tuple[int, dict[str, Any]]]:
+    """``buy`` through ``app`` on a test client of each thread's own."""
+    local = threading.local()
 
-    def __init__(self, app: Flask, aid: str) -> None:
-        self.app, self.aid = app, aid
-        self.answers: list[tuple[str, int, dict[str, Any], float]] = []
-        self.stop = threading.Event()
-        self._next = iter(range(CROWD_USERS))
-        self._lock = threading.Lock()
+    def buy_once(uid: str, aid: str) -> tuple[int, dict[str, Any]]:
+        if not hasattr(local, "client"):
+            local.client = app.test_client()
+        response = buy(local.client, aid, uid)
+        return response.status_code, response.get_json()
 
-    def _buyer(self) -> None:
-        client = self.app.test_client()
-        deadline = time.monotonic() + 60
-        while not self.stop.is_set() and time.monotonic() < deadline:
-            with self._lock:
-                number = next(self._next, None)
-            if number is None:
-                return
-            uid = f"crowd{number:04d}"
-            sent = time.monotonic()
-            response = buy(client, self.aid, uid)
-            with self._lock:
-                self.answers.append((uid, response.status_code, response.get_json(), sent))
-            time.sleep(0.01)
+    return buy_once
 
-    def run(self, pool: ThreadPoolExecutor) -> list[Any]:
-        """Start the buyers on ``pool``; their futures."""
-        return [pool.submit(self._buyer) for _ in range(CROWD_THREADS)]
+
+@contextlib.contextmanager
+def running_worker(env: dict[str, str], log: Path) -> Iterator[None]:
+    """``seckill worker`` (``python -m seckill.worker``) as a child during the block."""
+    process = worker_process(env, log)
+    try:
+        yield
+    finally:
+        stop_worker_process(process)
 
 
 def test_a_live_activity_slot_migrated_mid_sale_loses_and_doubles_nothing(
     tmp_path: Path, prefix: str, database_url: str
 ) -> None:
+    """Purchases go on throughout (none answered anything but 200, since the migration is
+    shorter than SECKILL_REDIS_TIMEOUT) and the orders worker runs throughout; afterwards the
+    200s, the buyers hash, the stream, the database and remaining/sold/total agree, and the
+    slot's keys are all on the new master, which served the purchases after the move."""
     total = 3000
-    with private_cluster(tmp_path / "cluster", replicas=0) as cluster, gateway_app(
-        cluster, cluster.ports[0], prefix, tmp_path, database_url,
-        SECKILL_USER_RATE="1000/minute", SECKILL_REDIS_TIMEOUT=REDIS_TIMEOUT,
-    ) as app:
+    with private_cluster(tmp_path / "cluster", replicas=0) as cluster:
+        env = cluster_env(cluster, cluster.ports[0], prefix, tmp_path, database_url,
+                          SECKILL_USER_RATE="1000/minute", SECKILL_REDIS_TIMEOUT=REDIS_TIMEOUT)
         source, target = masters(cluster)[:2]
         aid = activity_on(cluster, source)
-        slot = slot_of(f"{{{aid}}}")
         keys = KeySpace(prefix)
-        client = app.test_client()
-        create_activity(client, id=aid, total=total)
-        early = {uid: buy(client, aid, uid) for uid in ("early0", "early1", "early2")}
-        assert {r.status_code for r in early.values()} == {200}
-        migration = Migration(cluster, slot, source, target)
-        before = {port: node_stats(cluster, port) for port in (source, target)}
-        late: dict[str, Any] = {}
+        migration = Migration(cluster, slot_of(f"{{{aid}}}"), source, target)
+        with gateway_app(env) as app, running_worker(env, tmp_path / "worker.log"):
+            client = app.test_client()
+            create_activity(client, id=aid, total=total)
+            early = {uid: buy(client, aid, uid) for uid in ("early0", "early1", "early2")}
+            assert {r.status_code for r in early.values()} == {200}
+            before = {port: node_stats(cluster, port) for port in (source, target)}
+            late: dict[str, Any] = {}
 
-        def repeat(uid: str) -> None:
-            """An early buyer buying again: answered 409 with their order wherever it runs."""
-            late[uid] = buy(app.test_client(), aid, uid)
+            def repeat(uid: str) -> None:
+                """An early buyer buying again: 409 with their order, wherever it runs."""
+                late[uid] = buy(app.test_client(), aid, uid)
 
-        crowd = Crowd(app, aid)
-        with ThreadPoolExecutor(CROWD_THREADS + 3) as pool:
-            futures = crowd.run(pool)
-            time.sleep(0.5)  # the crowd buys on the source
-            started = time.monotonic()
-            migration.begin()
-            # Every key still on the source: a repeat buyer (all keys exist) runs there.
-            repeat("early0")
-            time.sleep(STEP_PAUSE)  # new buyers: TRYAGAIN (their rate counter is missing)
-            rate_keys = [k for k in migration.keys_left() if ":rate:" in k]
-            migration.move(rate_keys)
-            time.sleep(STEP_PAUSE)
-            migration.move([keys.meta(aid)])
-            time.sleep(STEP_PAUSE)  # the keys split between the two: TRYAGAIN for everyone
-            migration.move([keys.buyers(aid)])
-            # A repeat buyer whose keys are split (the stream is still on the source) waits...
-            half = pool.submit(repeat, "early1")
-            time.sleep(STEP_PAUSE)
-            rest = migration.keys_left()
-            migration.move(rest)
-            assert migration.keys_left() == []
-            # ...and now, every key on the target, is sent there by ASK and runs there (the
-            # target never ran the purchase script: NOSCRIPT, loaded there, sent again), as
-            # does another repeat buyer.
-            repeat("early2")
-            time.sleep(STEP_PAUSE)  # new buyers: ASK, then TRYAGAIN on the target
-            migration.finish()
-            moved = time.monotonic()
-            time.sleep(1.0)  # the crowd buys on the target
-            crowd.stop.set()
-            half.result(timeout=30)
-            for future in futures:
-                future.result(timeout=30)
-        after = {port: node_stats(cluster, port) for port in (source, target)}
-        with contextlib.closing(cluster.client(target)) as conn:
-            buyers = {uid: value.split("|", 1)[0]
-                      for uid, value in conn.hgetall(keys.buyers(aid)).items()}
-            meta = conn.hgetall(keys.meta(aid))
-            stream = conn.xrange(keys.orders(aid))
+            crowd = Crowd(in_process_buyer(app), [aid], CROWD_THREADS, CROWD_USERS)
+            with crowd.running(), ThreadPoolExecutor(1) as pool:
+                time.sleep(0.5)  # the crowd buys on the source
+                started = time.monotonic()
+                migration.begin()
+                # Every key still on the source: a repeat buyer (all keys exist) runs there.
+                repeat("early0")
+                time.sleep(STEP_PAUSE)  # new buyers: TRYAGAIN (their rate counter is missing)
+                migration.move([k for k in migration.keys_left() if ":rate:" in k])
+                time.sleep(STEP_PAUSE)
+                migration.move([keys.meta(aid)])
+                time.sleep(STEP_PAUSE)  # the keys split between the two: TRYAGAIN for all
+                migration.move([keys.buyers(aid)])
+                # A repeat buyer whose keys are split (the stream is still on the source)...
+                half = pool.submit(repeat, "early1")
+                time.sleep(STEP_PAUSE)
+                rest = migration.keys_left()
+                migration.move(rest)
+                assert migration.keys_left() == []
+                # ...now, every key on the target, is sent there by ASK and runs there (the
+                # target never ran the purchase script: NOSCRIPT, loaded there, sent again),
+                # as does another repeat buyer.
+                repeat("early2")
+                time.sleep(STEP_PAUSE)  # new buyers: ASK, then TRYAGAIN on the target
+                migration.finish()
+                moved = time.monotonic()
+                time.sleep(1.0)  # the crowd buys on the target
+                half.result(timeout=30)
+            after = {port: node_stats(cluster, port) for port in (source, target)}
+            sale = wait_until(lambda: drained(cluster, prefix, database_url, [aid]), 30,
+                              interval=0.2, what="the worker drained the stream")
         counts = (migration.count(source), migration.count(target))
 
-    # Who answered what.
-    statuses = collections.Counter(status for _, status, _, _ in crowd.answers)
+    statuses = collections.Counter(answer.status for answer in crowd.answers)
     print(f"\nmigration took {moved - started:.1f}s; crowd answers {dict(statuses)}; "
-          f"{len(rest)} keys in the last MIGRATE")
+          f"{len(rest)} key(s) in the last MIGRATE")
     for port, name in ((source, "source"), (target, "target")):
         diff = {k: after[port].get(k, 0) - before[port].get(k, 0) for k in after[port]}
         print(f"{name} {port}: {diff}")
@@ -180,20 +177,24 @@ def test_a_live_activity_slot_migrated_mid_sale_loses_and_doubles_nothing(
         answer = late[uid]
         assert answer.status_code == 409, (uid, answer.get_json())
         assert answer.get_json()["order_id"] == early[uid].get_json()["order_id"]
+    # Each way of being sent again was taken.
     assert after[source].get("TRYAGAIN", 0) > before[source].get("TRYAGAIN", 0)
     assert after[source].get("ASK", 0) > before[source].get("ASK", 0)
     assert after[source].get("MOVED", 0) > before[source].get("MOVED", 0)
     assert after[target]["asking"] > before[target]["asking"]
     assert after[target].get("NOSCRIPT", 0) > before[target].get("NOSCRIPT", 0)
 
-    # Nothing lost, nothing doubled: every 200 is one order, on the new master.
-    winners = {uid: body["order_id"] for uid, status, body, _ in crowd.answers if status == 200}
+    # Nothing lost, nothing doubled: every 200 is one order, on the new master and stored.
+    winners = {a.uid: a.body["order_id"] for a in crowd.of(aid, 200)}
     winners.update({uid: r.get_json()["order_id"] for uid, r in early.items()})
-    assert buyers == winners
+    meta, buyers, rows = sale[aid]
+    assert {uid: value.split("|", 1)[0] for uid, value in buyers.items()} == winners
     sold, remaining = int(meta["sold"]), int(meta["remaining"])
     assert sold == len(winners) and remaining + sold == total
-    assert sorted(fields["order_id"] for _, fields in stream) == sorted(winners.values())
+    assert {row.user_id: row.order_id for row in rows} == winners
+    assert len(rows) == len(winners)
+    # The gateway found the keys' new master: they are all there, and it served the rest.
     assert counts[0] == 0 and counts[1] > 0, counts
-    after_move = [uid for uid, status, _, sent in crowd.answers if sent > moved + 0.1]
+    after_move = [a for a in crowd.answers if a.sent > moved + 0.1]
     assert after_move, "the crowd must have bought after the move"
     assert after[target]["evalsha"] - before[target]["evalsha"] >= len(after_move)

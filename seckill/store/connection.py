@@ -108,7 +108,25 @@ def _cluster(options: dict[str, Any]) -> Cluster:
             f"({type(exc).__name__}: {exc}); a cluster client needs one node at start"
         ) from exc
     client.options = options
+    _unreachable_as_connection_error(client)
     return client
+
+
+def _unreachable_as_connection_error(client: RedisCluster) -> None:
+    """When no node can give the slot map (the whole cluster down), redis-py raises
+    RedisClusterException, which is not a RedisError: every caller that answers 503 (or fails
+    open) on a RedisError, as for one server that is down, answered 500. It is raised as the
+    ConnectionError it is."""
+    manager = client.nodes_manager
+    initialize = manager.initialize
+
+    def initialize_or_connection_error(*args: Any, **kwargs: Any) -> None:
+        try:
+            initialize(*args, **kwargs)
+        except RedisClusterException as exc:
+            raise redis.ConnectionError(f"no node of the cluster answered: {exc}") from exc
+
+    manager.initialize = initialize_or_connection_error  # type: ignore[method-assign]
 
 
 def make_cluster(settings: Settings, connection_class: type | None = None) -> Cluster:

@@ -7,8 +7,11 @@ The slot map is redis-py's (the cluster client's ``NodesManager``): read at star
 sent again only where the reply proves that it did not run:
 
 * ``MOVED`` (the slot is elsewhere), ``ASK`` (the slot is being migrated and the keys are on the
-  target: sent there after ``ASKING``), ``TRYAGAIN`` (mid-migration, keys split between the
-  two), ``CLUSTERDOWN`` and a connection that could not be opened: the command never ran.
+  target: sent there after ``ASKING``), ``TRYAGAIN`` (mid-migration, the keys split between
+  the two, or one not on either side yet, as a new buyer's rate counter: a new buyer of the
+  activity waits for the end of the migration), ``CLUSTERDOWN`` and a connection that could
+  not be opened: the command never ran. (So does ``NOSCRIPT``: the script is loaded on the
+  node that said it, and sent again.)
 * A reply that was lost (connection dropped or timed out after the send) is never resent: the
   script may have run. The caller answers 503 and the buyer asks the order-status endpoint.
 

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import redis
 from flask import Blueprint, Flask, Response
 from flask_limiter import Limiter, RateLimitExceeded
+from redis.exceptions import RedisClusterException
 
 import edge
 from seckill import metrics
@@ -44,7 +45,7 @@ class _FailOpenLimiter(Limiter):
                              in_middleware: bool = True) -> None:
         try:
             super()._check_request_limit(callable_name, in_middleware)
-        except redis.RedisError as exc:
+        except (redis.RedisError, RedisClusterException) as exc:  # the latter: no node answers
             metrics.RATELIMIT_FAILURES.inc()
             log.warning("cold-route rate limit not checked (fails open): %s", exc)
 
