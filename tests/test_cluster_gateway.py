@@ -22,7 +22,7 @@ from redis.crc import key_slot
 
 from seckill.config import ConfigError, Settings
 from seckill.ops.cluster import EmbeddedCluster
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.embedded import EmbeddedValkey, free_port
 from seckill.services import ReadOnlyRefused, Services
 from seckill.store.connection import is_cluster
 from seckill.web.app import create_app
@@ -221,3 +221,24 @@ def test_a_purchase_whose_reply_is_lost_is_503_and_runs_once(
 def _evalsha_calls(conn: Any) -> int:
     stats = conn.info("commandstats").get("cmdstat_evalsha", {})
     return int(stats.get("calls", 0))
+
+
+def test_redis_url_may_name_several_nodes_and_one_may_be_down(
+    make_app: Callable[..., Flask], valkey_cluster: EmbeddedCluster, env: dict[str, str]
+) -> None:
+    dead = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    several = f"{dead},{valkey_cluster.urls[1]}"
+    client = make_app(REDIS_URL=several).test_client()  # auto: the second node answers
+    aid = create_activity(client, total=1)["id"]
+    expect(buy(client, aid, "ann"), 200)
+    # The order status goes through the cold routes' limiter: its own cluster client, too
+    # (it fails open, counted: not here).
+    failures = REGISTRY.get_sample_value("seckill_ratelimit_failures_total") or 0.0
+    status = expect(client.get(f"/seckill/{aid}/order", headers=user_headers("ann")), 200)
+    assert status["status"] == "pending"
+    assert (REGISTRY.get_sample_value("seckill_ratelimit_failures_total") or 0.0) == failures
+    with pytest.raises(ConfigError, match="several nodes"):
+        Services.build(Settings.from_env({**env, "REDIS_URL": several,
+                                          "SECKILL_REDIS_CLUSTER": "off"}))
+    with pytest.raises(ConfigError, match="could not be reached"):
+        Services.build(Settings.from_env({**env, "REDIS_URL": f"{dead},{dead}"}))

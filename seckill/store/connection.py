@@ -47,6 +47,8 @@ def _connection_options(settings: Settings) -> dict[str, Any]:
 
 def make_pool(settings: Settings) -> redis.BlockingConnectionPool:
     """The process's blocking pool of the requests' connections, with no retries."""
+    if len(node_urls(settings.redis_url)) > 1:
+        raise ConfigError("REDIS_URL names several nodes, which only a cluster has")
     kwargs = redis.connection.parse_url(settings.redis_url)
     connection_class = kwargs.pop("connection_class", redis.Connection)
     return redis.BlockingConnectionPool(
@@ -59,24 +61,39 @@ def make_pool(settings: Settings) -> redis.BlockingConnectionPool:
     )
 
 
+def node_urls(url: str) -> list[str]:
+    """The URLs in ``REDIS_URL``: one, or a cluster's nodes separated by commas (a process
+    then starts from the first that answers, so one node down does not keep it from starting)."""
+    return [part.strip() for part in url.split(",") if part.strip()]
+
+
 def is_cluster(settings: Settings) -> bool:
     """Whether ``REDIS_URL`` names a node of a cluster: ``SECKILL_REDIS_CLUSTER`` if ``on`` or
-    ``off``; ``auto`` asks the server (``INFO cluster``). A server that cannot be asked is taken
-    for one server, said in the log: set ``on`` where the cluster may be away at start."""
+    ``off``; ``auto`` asks the server (``INFO cluster``; the first node that answers). A server
+    that cannot be asked is taken for one server, said in the log: set ``on`` where the
+    cluster may be away at start. Several URLs are a cluster's nodes: ``off`` refuses them."""
+    urls = node_urls(settings.redis_url)
+    if settings.redis_cluster == "off" and len(urls) > 1:
+        raise ConfigError("REDIS_URL names several nodes, which only a cluster has; set "
+                          "SECKILL_REDIS_CLUSTER=on (or auto), or name one server")
     if settings.redis_cluster != "auto":
         return settings.redis_cluster == "on"
-    probe = redis.Redis.from_url(settings.redis_url, socket_timeout=settings.redis_timeout,
-                                 socket_connect_timeout=settings.redis_timeout,
-                                 retry=Retry(NoBackoff(), 0))
-    try:
-        return bool(probe.info("cluster").get("cluster_enabled"))
-    except redis.RedisError as exc:
-        log.info("SECKILL_REDIS_CLUSTER=auto could not ask %s whether it is a cluster node "
-                 "(%s: %s); taking it for one server", settings.redis_url,
-                 type(exc).__name__, exc)
-        return False
-    finally:
-        probe.close()
+    failures = []
+    for url in urls:
+        probe = redis.Redis.from_url(url, socket_timeout=settings.redis_timeout,
+                                     socket_connect_timeout=settings.redis_timeout,
+                                     retry=Retry(NoBackoff(), 0))
+        try:
+            return bool(probe.info("cluster").get("cluster_enabled"))
+        except redis.RedisError as exc:
+            failures.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            probe.close()
+    if len(urls) > 1:
+        return True  # several nodes: a cluster, whether or not one answers now
+    log.info("SECKILL_REDIS_CLUSTER=auto could not ask %s whether it is a cluster node (%s); "
+             "taking it for one server", settings.redis_url, "; ".join(failures))
+    return False
 
 
 class Cluster(RedisCluster):
@@ -100,16 +117,22 @@ def _close_cluster(client: RedisCluster) -> None:
 
 
 def _cluster(options: dict[str, Any]) -> Cluster:
-    try:
-        client = Cluster(**options)
-    except (redis.RedisError, RedisClusterException) as exc:
-        raise ConfigError(
-            f"the Redis Cluster at {options['url']} could not be reached to read its slot map "
-            f"({type(exc).__name__}: {exc}); a cluster client needs one node at start"
-        ) from exc
-    client.options = options
-    _unreachable_as_connection_error(client)
-    return client
+    """A cluster client from the first of ``options["url"]``'s nodes that gives its slot map."""
+    failures = []
+    for url in node_urls(options["url"]):
+        try:
+            client = Cluster(**{**options, "url": url})
+        except (redis.RedisError, RedisClusterException) as exc:
+            failures.append(f"{url}: {type(exc).__name__}: {exc}")
+            continue
+        client.options = options
+        _unreachable_as_connection_error(client)
+        return client
+    raise ConfigError(
+        f"the Redis Cluster at {options['url']} could not be reached to read its slot map "
+        f"({'; '.join(failures)}); a cluster client needs one node at start (REDIS_URL may "
+        "name several, separated by commas)"
+    )
 
 
 def _unreachable_as_connection_error(client: RedisCluster) -> None:

@@ -30,7 +30,7 @@ import edge
 from seckill import metrics
 from seckill.config import Settings
 from seckill.domain import errors
-from seckill.store.connection import Client, Cluster, close_client
+from seckill.store.connection import Client, Cluster, close_client, node_urls
 from seckill.web.errors import error_response
 
 log = logging.getLogger("seckill.ratelimit")
@@ -106,9 +106,11 @@ def _storage(settings: Settings, client: Client) -> tuple[str, dict[str, Any]]:
     options: dict[str, Any] = {"key_prefix": f"{settings.key_prefix}:rate"}
     if not isinstance(client, Cluster):
         return "redis://", {**options, "connection_pool": client.connection_pool}
-    url = urlsplit(settings.redis_url)
-    if url.scheme == "rediss":
+    urls = [urlsplit(url) for url in node_urls(settings.redis_url)]
+    if urls[0].scheme == "rediss":
         options["ssl"] = True
     cluster = {k: v for k, v in client.options.items()
                if k in ("retry", "socket_timeout", "socket_connect_timeout")}
-    return f"redis+cluster://{url.netloc}", {**options, **cluster}
+    # limits' form: the first node's credentials, then every node's host:port.
+    nodes = ",".join([urls[0].netloc, *(f"{u.hostname}:{u.port or 6379}" for u in urls[1:])])
+    return f"redis+cluster://{nodes}", {**options, **cluster}
