@@ -1,8 +1,9 @@
 """The orders worker (issue 3): from each activity's Redis stream into the database, exactly once.
 
-Everything is real: the session's Valkey (own key prefix per test), the test's own SQLite file
-or PostgreSQL schema, the worker driven in-process (``build_worker(...).step()``) or run as
-``python -m seckill.worker`` and killed with SIGKILL.
+Everything is real: the session's Valkey and its 3+3 cluster (every test on both; own key
+prefix per test), the test's own SQLite file or PostgreSQL schema, the worker driven in-process
+(``build_worker(...).step()``) or run as ``python -m seckill.worker`` and killed with SIGKILL.
+What only a cluster has (every master, a failover): tests/test_worker_cluster.py.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from tests.faults import (
     worker_process,
 )
 
-# The whole suite on one server and on the session's cluster (REDIS_URL naming one node).
 pytestmark = BOTH_BACKENDS
 
 
