@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import redis
 from flask import Flask
 from flask.testing import FlaskClient
 
@@ -130,10 +131,14 @@ def drained(cluster: EmbeddedCluster, prefix: str, database_url: str, aids: Iter
     database rows, once every stream is drained (as many rows as units sold, none pending)."""
     keys, sale = KeySpace(prefix), {}
     for aid in aids:
-        master = cluster.master_of_slot(slot_of(f"{{{aid}}}"))
-        with contextlib.closing(cluster.client(master)) as conn:
-            meta, buyers = conn.hgetall(keys.meta(aid)), conn.hgetall(keys.buyers(aid))
-            waiting = int(conn.xpending(keys.orders(aid), GROUP)["pending"])
+        try:  # mid-failover the map may be stale (MOVED) or a node away: not drained yet
+            master = cluster.master_of_slot(slot_of(f"{{{aid}}}"))
+            with contextlib.closing(cluster.client(master)) as conn:
+                meta: dict[str, str] = conn.hgetall(keys.meta(aid))  # type: ignore[assignment]
+                buyers: dict[str, str] = conn.hgetall(keys.buyers(aid))  # type: ignore[assignment]
+                waiting = int(conn.xpending(keys.orders(aid), GROUP)["pending"])
+        except (redis.ResponseError, redis.ConnectionError, redis.TimeoutError):
+            return None
         rows = stored_orders(database_url, aid)
         if waiting or len(rows) != int(meta["sold"]):
             return None

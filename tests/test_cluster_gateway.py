@@ -24,7 +24,7 @@ from seckill.config import ConfigError, Settings
 from seckill.ops.cluster import EmbeddedCluster
 from seckill.ops.embedded import EmbeddedValkey, free_port
 from seckill.services import ReadOnlyRefused, Services
-from seckill.store.connection import is_cluster
+from seckill.store.connection import Cluster, is_cluster
 from seckill.web.app import create_app
 from tests.conftest import (
     ADMIN,
@@ -134,9 +134,11 @@ def test_a_moved_slot_is_followed_and_counted(
     wrong = next(n for n in valkey_cluster.nodes if n.role == "master" and n.port != owner)
     # Make the gateway's map wrong for this slot: its next purchase goes to another master,
     # which answers MOVED without running anything; the purchase is sent again, once, right.
-    services.client.nodes_manager.slots_cache[slot] = [
-        services.client.nodes_manager.get_node("127.0.0.1", wrong.port)
-    ]
+    cluster = services.client
+    assert isinstance(cluster, Cluster)
+    node = cluster.nodes_manager.get_node("127.0.0.1", wrong.port)
+    assert node is not None
+    cluster.nodes_manager.slots_cache[slot] = [node]
     before = _resends("moved")
     expect(buy(client, aid, "bob"), 200)
     assert _resends("moved") == before + 1

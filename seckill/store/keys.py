@@ -56,6 +56,11 @@ class KeySpace:
         """String: the lock held by the one gateway rebuilding the activity from the database."""
         return f"{self.prefix}:{{{aid}}}:rebuild-lock"
 
+    def replication_mark(self, aid: str) -> str:
+        """String (short-lived): written by the orders worker just before it asks, with WAIT,
+        whether a replica has everything it read (seckill/worker/replicas.py)."""
+        return f"{self.prefix}:{{{aid}}}:replicated"
+
     def activity_keys(self, aid: str) -> list[str]:
         """The KEYS of ``lua/purchase.lua``."""
         return [self.meta(aid), self.buyers(aid), self.orders(aid)]

@@ -32,7 +32,7 @@ from seckill.sql.book import OrderBook
 from seckill.store.connection import Client
 from seckill.store.keys import KeySpace
 from seckill.store.scripts import Scripts
-from seckill.worker import groups, streams
+from seckill.worker import groups, replicas, streams
 from seckill.worker.groups import GROUP
 from seckill.worker.stop import StopFlag
 from seckill.worker.streams import Batch, Retirement, redis_away
@@ -60,9 +60,13 @@ class OrdersWorker:
         poll_ms: int = 100,
         retire_grace_ms: int = 10_000,
         recheck_seconds: float = 30.0,
+        replicas: int = 0,
+        replica_timeout_ms: int = 1500,
     ) -> None:
         self.client = client
         self.keys = keys
+        # SECKILL_DURABILITY=replica: store only what a replica has (seckill/worker/replicas.py).
+        self.replicas, self.replica_timeout_ms = replicas, replica_timeout_ms
         self.scripts = Scripts(client)
         self.book = book
         self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
@@ -209,6 +213,10 @@ class OrdersWorker:
 
     def handle(self, batch: Batch, stop: StopFlag | None) -> int:
         """Parse a batch, dead-letter the poison, store the rest; returns the entries seen."""
+        if self.replicas:
+            batch, held = replicas.confirmed(self.client, self.keys, batch, self.replicas,
+                                             self.replica_timeout_ms)
+            self._own_pending = self._own_pending or held
         rows: list[tuple[str, str, OrderRow]] = []
         cancels: list[tuple[str, str, Cancel]] = []
         seen = 0

@@ -24,7 +24,9 @@ def build_worker(settings: Settings, **options: Any) -> OrdersWorker:
     server's, or a cluster client (``SECKILL_REDIS_CLUSTER``), tuned by the settings' worker
     options; ``options`` override them (tests)."""
     tuning = {"batch": settings.worker_batch, "block_ms": settings.worker_block_ms,
-              "claim_idle_ms": settings.worker_claim_idle_ms, **options}
+              "claim_idle_ms": settings.worker_claim_idle_ms,
+              "replicas": 1 if settings.durability == "replica" else 0,
+              "replica_timeout_ms": settings.durability_timeout_ms, **options}
     own = dataclasses.replace(
         settings,
         redis_timeout=max(settings.redis_timeout, int(tuning["block_ms"]) / 1000 + 2.0),
