@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from tests.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.conftest import ADMIN, buy
 from tests.faults import built_worker
 from tests.test_cli import assert_one_line_error, seckill

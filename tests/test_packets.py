@@ -32,6 +32,7 @@ from seckill.sql.schema import activities
 from seckill.store.connection import close_client
 from seckill.store.reconcile import reconcile
 from seckill.store.stock import StockService
+from tests.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.conftest import (
     ADMIN,
     activity_stats,
