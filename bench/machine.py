@@ -66,6 +66,22 @@ def wrk_version() -> str:
     return first[0].split(" Copyright")[0].removeprefix("wrk ").strip() if first else "?"
 
 
+def processes() -> dict[int, tuple[int, int]]:
+    """Every process on the machine: pid -> (its parent's pid, the CPU ticks it used, utime +
+    stime), from ``/proc/<pid>/stat``."""
+    table: dict[int, tuple[int, int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
+                rest = stat.read().rsplit(")", 1)[1].split()
+            table[int(entry)] = (int(rest[1]), int(rest[11]) + int(rest[12]))
+        except (OSError, IndexError, ValueError):
+            continue
+    return table
+
+
 class CpuMeter:
     """How much CPU *other* processes used during a run: the machine's busy time (/proc/stat)
     minus ours (this process and its descendants: Valkey, gunicorn and its workers, wrk).
@@ -84,18 +100,9 @@ class CpuMeter:
 
     def _descendants(self) -> dict[int, int]:
         """CPU ticks of every live descendant of this process, by pid."""
-        parents: dict[int, int] = {}
-        ticks: dict[int, int] = {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
-                    rest = stat.read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            parents[int(entry)] = int(rest[1])
-            ticks[int(entry)] = int(rest[11]) + int(rest[12])  # utime + stime
+        table = processes()
+        parents = {pid: parent for pid, (parent, _) in table.items()}
+        ticks = {pid: used for pid, (_, used) in table.items()}
         ours: dict[int, int] = {}
         for pid in ticks:
             ancestor = parents.get(pid, 0)

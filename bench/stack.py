@@ -73,15 +73,17 @@ class Stack:
         return self.servers[name].base
 
 
-def server_env(valkey: EmbeddedValkey, folder: Path, name: str, workers: int,
+def server_env(redis_url: str, folder: Path, name: str, workers: int,
                worker_connections: int) -> dict[str, str]:
+    """The environment of one benchmark server: the same gunicorn settings for every app; the
+    gateway's as ``seckill up`` sets it (its data and metrics files in ``folder``)."""
     env = {
         "GUNICORN_WORKERS": str(workers),
         "GUNICORN_WORKER_CONNECTIONS": str(worker_connections),
         "GUNICORN_GRACEFUL_TIMEOUT": "5",
         # gunicorn.conf.py's own default, set here so an inherited value cannot differ.
         "SECKILL_REDIS_MAX_CONNECTIONS": str(min(worker_connections, 500)),
-        "REDIS_URL": valkey.url,
+        "REDIS_URL": redis_url,
         "GUNICORN_ACCESSLOG": "",
     }
     if name == "gateway":
@@ -119,21 +121,28 @@ def started(names: list[str], workers: int, worker_connections: int,
         stop.callback(client.close)
         stack = Stack(valkey=valkey, client=client, folder=folder)
         for name in names:
-            port = free_port()
-            base = f"http://127.0.0.1:{port}"
-            log_file = folder / f"{name}.log"
-            command = [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py",
-                       APPS[name], "--bind", f"127.0.0.1:{port}"]
-            env = server_env(valkey, folder, name, workers, worker_connections)
+            env = server_env(valkey.url, folder, name, workers, worker_connections)
             if name == "gateway":
                 env.update(gateway_env or {})
-            process = stop.enter_context(running_server(
-                command, f"{base}/healthz",
-                env=env,
-                name=f"gunicorn-{name}", log_file=log_file, startup_timeout=60,
-            ))
-            stack.servers[name] = Server(name, base, process, log_file)
+            stack.servers[name] = start_gunicorn(stop, name, env, folder)
         yield stack
+
+
+def start_gunicorn(stop: contextlib.ExitStack, name: str, env: dict[str, str], folder: Path,
+                   app: str | None = None) -> Server:
+    """A gunicorn serving ``app`` (default: ``APPS[name]``) with the project's
+    ``gunicorn.conf.py`` on a free 127.0.0.1 port, up (``/healthz`` answers) until ``stop``
+    closes; its log in ``folder/<name>.log``."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log_file = folder / f"{name}.log"
+    command = [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py",
+               app or APPS[name], "--bind", f"127.0.0.1:{port}"]
+    process = stop.enter_context(running_server(
+        command, f"{base}/healthz", env=env, name=f"gunicorn-{name}", log_file=log_file,
+        startup_timeout=60,
+    ))
+    return Server(name, base, process, log_file)
 
 
 def worker_rss(server: Server) -> list[int]:
