@@ -258,8 +258,10 @@ def test_a_master_killed_mid_sale_fails_over_and_every_200_keeps_its_order(
                         (a for a in crowd.of(aids[0], 200) if a.sent > killed), None),
                         RECOVERY_BOUND + 5, what="a purchase after the kill")
                     time.sleep(2.0)  # the sale goes on on the promoted replica
+                # A budget, not a speed claim: on a loaded 2-core machine (a full suite beside a
+                # benchmark) the drain took over 30 s once; it is seconds when the machine is idle.
                 sale: Sale = wait_until(lambda: drained(cluster, prefix, database_url, aids),
-                                        30, interval=0.2, what="the worker drained the streams")
+                                        90, interval=0.2, what="the worker drained the streams")
                 promoted = cluster.master_of_slot(slot_of(f"{{{aids[0]}}}"))
             finally:
                 stop_worker_process(worker)
