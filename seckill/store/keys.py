@@ -12,6 +12,13 @@ def split_buyer_entry(value: str) -> tuple[str, bool]:
     return value, False
 
 
+def hash_tag(key: str) -> str:
+    """What ``key``'s slot is computed from: the text between its first ``{`` and the next
+    ``}`` (an activity id, in this key space)."""
+    start = key.find("{")
+    return key[start + 1 : key.find("}", start + 1)]
+
+
 class KeySpace:
     """Key names. Every key of one activity shares the hash tag ``{<aid>}`` (Redis Cluster)."""
 

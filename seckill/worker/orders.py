@@ -30,7 +30,7 @@ from seckill.domain.entries import Cancel, Poison, parse_entry
 from seckill.domain.orders import OrderRow
 from seckill.sql.book import OrderBook
 from seckill.store.connection import Client
-from seckill.store.keys import KeySpace
+from seckill.store.keys import KeySpace, hash_tag
 from seckill.store.scripts import Scripts
 from seckill.worker import groups, replicas, streams
 from seckill.worker.groups import GROUP
@@ -388,6 +388,5 @@ class OrdersWorker:
 
 
 def _aid_of_stream(stream: str) -> str:
-    start, end = stream.find("{"), stream.find("}")
-    aid = stream[start + 1 : end]
+    aid = hash_tag(stream)
     return aid if is_activity_id(aid) else ""

@@ -22,10 +22,10 @@ from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
-from redis.crc import key_slot
 
 from seckill.store.connection import Client
-from seckill.store.keys import KeySpace
+from seckill.store.keys import KeySpace, hash_tag
+from seckill.store.routing import slot_of
 from seckill.worker.streams import Batch
 
 log = logging.getLogger("seckill.worker")
@@ -33,15 +33,11 @@ log = logging.getLogger("seckill.worker")
 MARK_TTL_MS = 10_000
 
 
-def _aid(stream: str) -> str:
-    return stream[stream.find("{") + 1 : stream.find("}")]
-
-
 def _master(client: Client, stream: str) -> tuple[str, redis.Redis]:
     """The name and the plain client of the node that owns ``stream`` (one server: itself)."""
     if not isinstance(client, RedisCluster):
         return "", client
-    node = client.nodes_manager.get_node_from_slot(key_slot(stream.encode()))
+    node = client.nodes_manager.get_node_from_slot(slot_of(stream))
     return node.name, client.get_redis_connection(node)
 
 
@@ -56,14 +52,15 @@ def confirmed(client: Client, keys: KeySpace, batch: Batch, replicas: int,
             by_master.setdefault(name, (node, []))[1].append(stream)
     kept: set[str] = set()
     for name, (node, streams) in by_master.items():
-        if _replicated(node, keys.replication_mark(_aid(streams[0])), replicas, timeout_ms):
+        # The mark shares the first stream's hash tag, so its slot: that master's.
+        if _replicated(node, keys.replication_mark(hash_tag(streams[0])), replicas, timeout_ms):
             kept.update(streams)
         else:
             log.warning("%d stream(s) on %s: no replica confirmed the entries within %d ms; "
                         "they stay pending", len(streams), name or "Redis", timeout_ms)
-    if isinstance(client, RedisCluster) and len(kept) < len(by_master) and by_master:
-        client.nodes_manager.initialize()  # a master may have changed
     held = any(entries and stream not in kept for stream, entries in batch)
+    if held and isinstance(client, RedisCluster):
+        client.nodes_manager.initialize()  # a master may have changed
     return [(s, e) for s, e in batch if s in kept or not e], held
 
 
