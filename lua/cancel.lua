@@ -10,6 +10,8 @@
 -- KEYS[4]  seckill:{<aid>}:orders     stream
 -- KEYS[5]  seckill:{<aid>}:packets    list of unclaimed packets (kind "packets" only)
 -- KEYS[6]  seckill:{<aid>}:amounts    hash: user id -> amount of their live grab (packets)
+-- KEYS[7]  seckill:{<aid>}:holds      KEYS[8] seckill:{<aid>}:payments (a payment window's:
+--          a cancelled order is no longer held, and an unpaid one no longer due)
 -- ARGV[1]  order id   ARGV[2] user id   ARGV[3] quantity   ARGV[4] activity id (data)
 --
 -- Returns:
@@ -65,6 +67,9 @@ if packets then
 end
 redis.call('HDEL', KEYS[2], uid)
 redis.call('HSET', KEYS[3], uid, order_id)
+if KEYS[8] and redis.call('ZREM', KEYS[7], order_id) == 1 then
+  redis.call('HDEL', KEYS[8], order_id)  -- it was due: never paid, now never to expire
+end
 local now_ms = redis_now_ms()
 redis.call('XADD', KEYS[4], '*',
   'type', 'cancel', 'order_id', order_id, 'activity', ARGV[4], 'user', uid,

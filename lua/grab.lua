@@ -10,11 +10,15 @@
 -- ARGV[1]  user id (already validated by the edge)
 -- ARGV[2]  quantity (must be 1: one packet per user)
 -- ARGV[3]  activity id, written into the order id and the stream entry (data, not a key)
--- KEYS[6..], ARGV[4..]  the per-user rate limit's counters and rates (include/rate_limit.lua)
+-- then, with a payment window: holds, payments, expired (include/payment_hold.lua)
+-- then the per-user rate limit's counters, ARGV[4..] its rates (include/rate_limit.lua)
 --
 -- Returns a flat array, first element the outcome:
 --   {"rate_limited", ms}                      over SECKILL_USER_RATE: nothing else was done
---   {"ok", order_id, remaining, amount}       remaining: packets left; amount: cents
+--   {"ok", order_id, remaining, amount[, pay_by]}  remaining: packets left; amount: cents;
+--                                             pay_by (ms) with a payment window
+--   {"hold_expired", order_id}                this user's hold expired unpaid
+--   {"payment_keys"}                          a payment window, and its keys not passed
 --   {"already_purchased", order_id, amount}   idempotent repeat (order id may end in "|c")
 --   {"not_started", starts_ms, now_ms}
 --   {"ended"}
@@ -31,8 +35,9 @@
 -- stay strings end to end, so no number formatting can alter them.
 
 local sale_kind = 'packets'
-local sale_fields = {}
+local sale_fields = {'payment_window'}
 -- @include sale_opening
+-- @include payment_hold
 
 local uid = ARGV[1]
 local existing = redis.call('HGET', KEYS[2], uid)
@@ -42,6 +47,11 @@ end
 
 if ARGV[2] ~= '1' then
   return {'bad_quantity', 1}
+end
+local hold, refusal = payment_hold(tonumber(meta[4]), 6,
+  #KEYS - (#ARGV - rate_argv_offset) / 2, uid, now_ms)
+if refusal then
+  return refusal
 end
 
 local amount = redis.call('LPOP', KEYS[4])
@@ -56,6 +66,14 @@ local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
 local order_id = string.format('%s-%013d-%06d', ARGV[3], now_ms, seq)
 redis.call('HSET', KEYS[2], uid, order_id)
 redis.call('HSET', KEYS[5], uid, amount)
+if hold then
+  redis.call('ZADD', hold[1], hold[3], order_id)
+  redis.call('HSET', hold[2], order_id, 'due|1|' .. uid)
+  redis.call('XADD', KEYS[3], '*',
+    'type', 'purchase', 'kind', 'packets', 'order_id', order_id, 'activity', ARGV[3],
+    'user', uid, 'quantity', 1, 'amount', amount, 'ts', now_ms, 'pay_by', hold[3])
+  return {'ok', order_id, remaining, amount, hold[3]}
+end
 redis.call('XADD', KEYS[3], '*',
   'type', 'purchase', 'kind', 'packets', 'order_id', order_id, 'activity', ARGV[3],
   'user', uid, 'quantity', 1, 'amount', amount, 'ts', now_ms)

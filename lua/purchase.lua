@@ -1,19 +1,29 @@
 -- purchase.lua: the single authority on one purchase. Atomic: Redis runs it alone.
 --
--- KEYS[1]  seckill:{<aid>}:meta    hash: starts_ms, ends_ms, per_user_limit, remaining
+-- KEYS[1]  seckill:{<tag>}:meta    hash: starts_ms, ends_ms, per_user_limit, remaining
 --                                  (-1 = unlimited), sold (units), seq (order sequence),
---                                  kind (absent or "stock")
--- KEYS[2]  seckill:{<aid>}:buyers  hash: user id -> order id (suffix "|c" once the orders
+--                                  kind (absent or "stock"); sharded: shards, part, total,
+--                                  held (units held by claims)
+-- KEYS[2]  seckill:{<tag>}:buyers  hash: user id -> order id (suffix "|c" once the orders
 --                                  worker has stored it in the database)
--- KEYS[3]  seckill:{<aid>}:orders  stream of decided orders (never trimmed by length)
+-- KEYS[3]  seckill:{<tag>}:orders  stream of decided orders (never trimmed by length)
+-- KEYS[4]  (sharded only) seckill:{<tag>}:claims   hash: user id -> "<claim id>|<held>"
 -- ARGV[1]  user id (already validated by the edge)
 -- ARGV[2]  quantity (integer >= 1, already validated against the cached limit)
 -- ARGV[3]  activity id, written into the order id and the stream entry (data, not a key)
--- KEYS[4..], ARGV[4..]  the per-user rate limit's counters and rates (include/rate_limit.lua)
+-- then, with a payment window (meta payment_window > 0), holds, payments, expired
+--                                  (include/payment_hold.lua)
+-- then the per-user rate limit's counters, ARGV[4..] its rates (include/rate_limit.lua)
+--
+-- <tag> is the activity id, or for part j of a sharded activity the part's tag (seckill/
+-- store/shards.py); a sharded purchase always runs on the buyer's home part.
 --
 -- Returns a flat array, first element the outcome:
 --   {"rate_limited", ms}               over SECKILL_USER_RATE: nothing else was done
---   {"ok", order_id, remaining}        remaining is -1 for unlimited stock
+--   {"ok", order_id, remaining[, pay_by]}  remaining is -1 for unlimited stock (this
+--                                      part's); pay_by (ms) with a payment window
+--   {"hold_expired", order_id}         this buyer's hold expired unpaid: no second purchase
+--   {"payment_keys"}                   a payment window, and its keys were not passed
 --   {"already_purchased", order_id}    idempotent repeat: the earlier order (may end in "|c")
 --   {"not_started", starts_ms, now_ms}
 --   {"ended"}
@@ -22,21 +32,42 @@
 --   {"bad_quantity", per_user_limit}
 --   {"uninitialized"}                  the meta hash is missing: Redis lost the activity
 --   {"wrong_kind", kind}               red-envelope packets are grabbed with grab.lua
+-- and on a part of a sharded activity, never "sold_out" nor "insufficient_stock", but:
+--   {"borrow", claim_id, need}         this part has too few units: what it had is held by
+--                                      a claim, and `need` more are to be borrowed from the
+--                                      other parts (lend.lua), then settle.lua decides
+--   {"in_progress"}                    this buyer's claim is younger than CLAIM_LEASE_MS:
+--                                      another of their purchases is borrowing right now
 --
 -- The opening checks (rate, existence, kind, window on Redis's clock) are include/
 -- sale_opening.lua, shared with grab.lua. The buyer check comes before the stock check so
 -- that a winner repeating the purchase after the sale sold out still learns their order id.
+--
+-- Sharded invariants (each part, after every script): total = remaining + held + sold, all
+-- >= 0; a user has at most one of {order, claim}, both on their home part only, so one
+-- purchase per user holds across parts without any cross-part step. A claim older than the
+-- lease is taken over by the buyer's next purchase (the units it holds come with it), so a
+-- crashed gateway never locks a buyer out.
 
+local CLAIM_LEASE_MS = 10000
 local sale_kind = 'stock'
-local sale_fields = {'per_user_limit', 'remaining'}
+local sale_fields = {'per_user_limit', 'remaining', 'shards', 'payment_window'}
 -- @include sale_opening
+-- @include record_order
+-- @include payment_hold
 local per_user_limit = tonumber(meta[4])
 local remaining = tonumber(meta[5])
+local shards = tonumber(meta[6] or 1)
 
 local uid = ARGV[1]
 local existing = redis.call('HGET', KEYS[2], uid)
 if existing then
   return {'already_purchased', existing}
+end
+local hold, refusal = payment_hold(tonumber(meta[7]), shards > 1 and 5 or 4,
+  #KEYS - (#ARGV - rate_argv_offset) / 2, uid, now_ms)
+if refusal then
+  return refusal
 end
 
 local qty = tonumber(ARGV[2])
@@ -44,21 +75,47 @@ if not qty or qty < 1 or qty > per_user_limit or qty ~= math.floor(qty) then
   return {'bad_quantity', per_user_limit}
 end
 
-if remaining >= 0 then
-  if remaining == 0 then
-    return {'sold_out'}
+local held = 0
+if shards > 1 and remaining >= 0 then
+  local claim = redis.call('HGET', KEYS[4], uid)
+  if claim then
+    local claim_ms, held_units = string.match(claim, '^(%d+):%d+|(%d+)$')
+    if now_ms - tonumber(claim_ms) < CLAIM_LEASE_MS then
+      return {'in_progress'}
+    end
+    held = tonumber(held_units)  -- a stale claim: taken over, with the units it holds
+    redis.call('HDEL', KEYS[4], uid)
   end
-  if remaining < qty then
-    return {'insufficient_stock', remaining}
+  if remaining + held < qty then
+    -- Too few here: hold what there is, and borrow the rest from the other parts.
+    redis.call('HINCRBY', KEYS[1], 'remaining', -remaining)
+    redis.call('HINCRBY', KEYS[1], 'held', remaining)
+    held = held + remaining
+    -- Unique across the parts (a donor keys its transfers by claim id): part j numbers its
+    -- claims j+n, j+2n, ... as it numbers its orders. Two parts' first claims in the same
+    -- millisecond once shared an id, and a donor's answer to one was taken by both.
+    local part = tonumber(redis.call('HGET', KEYS[1], 'part') or 0)
+    local claim_id = now_ms .. ':' .. (redis.call('HINCRBY', KEYS[1], 'claims', 1) * shards + part)
+    redis.call('HSET', KEYS[4], uid, claim_id .. '|' .. held)
+    return {'borrow', claim_id, qty - held}
   end
-  remaining = redis.call('HINCRBY', KEYS[1], 'remaining', -qty)
+  if held > 0 then
+    redis.call('HINCRBY', KEYS[1], 'held', -held)
+  end
 end
 
-redis.call('HINCRBY', KEYS[1], 'sold', qty)
-local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-local order_id = string.format('%s-%013d-%06d', ARGV[3], now_ms, seq)
-redis.call('HSET', KEYS[2], uid, order_id)
-redis.call('XADD', KEYS[3], '*',
-  'type', 'purchase', 'order_id', order_id, 'activity', ARGV[3], 'user', uid,
-  'quantity', qty, 'ts', now_ms)
+if remaining >= 0 then
+  if remaining + held == 0 then
+    return {'sold_out'}
+  end
+  if remaining + held < qty then
+    return {'insufficient_stock', remaining}
+  end
+  remaining = redis.call('HINCRBY', KEYS[1], 'remaining', held - qty)
+end
+
+local order_id = record_order(uid, qty, ARGV[3], now_ms, shards, hold)
+if hold then
+  return {'ok', order_id, remaining, hold[3]}
+end
 return {'ok', order_id, remaining}

@@ -128,6 +128,7 @@ class Settings:
     durability_timeout_ms: int = 1500
     # The orders worker (``seckill worker``).
     worker_batch: int = 500
+    expiry_batch: int = 200  # payment window: held orders expired per script call
     worker_block_ms: int = 500
     worker_claim_idle_ms: int = 30_000
     generated: tuple[str, ...] = ()
@@ -196,6 +197,7 @@ class Settings:
             durability_timeout_ms=_int(env, "SECKILL_DURABILITY_TIMEOUT_MS", 1500, minimum=1),
             redis_cluster=_choice(env, "SECKILL_REDIS_CLUSTER", "auto", ("auto", "on", "off")),
             worker_batch=_int(env, "SECKILL_WORKER_BATCH", 500, minimum=1),
+            expiry_batch=_int(env, "SECKILL_EXPIRY_BATCH", 200, minimum=1),
             worker_block_ms=_int(env, "SECKILL_WORKER_BLOCK_MS", 500, minimum=1),
             worker_claim_idle_ms=_int(env, "SECKILL_WORKER_CLAIM_IDLE_MS", 30_000, minimum=1),
             generated=tuple(generated),

@@ -34,6 +34,7 @@ from seckill.store.connection import (
 )
 from seckill.store.durability import Durability
 from seckill.store.keys import KeySpace
+from seckill.store.payments import Payments
 from seckill.store.recovery import Restorer
 from seckill.store.routing import ClusterWire
 from seckill.store.sale import SaleState
@@ -59,6 +60,7 @@ class Services:
     board: SoldOutBoard
     wire: ScriptWire
     sale: SaleState
+    payments: Payments
     # Also run by close(): parts the web layer adds (the cold routes' limiter's client).
     closers: list[Callable[[], None]] = dataclasses.field(default_factory=list)
 
@@ -106,7 +108,8 @@ class Services:
                          settings.user_rates)
         return cls(settings=settings, client=client, keys=keys, scripts=scripts,
                    activities=activities, cache=cache, stock=stock, engine=engine, book=book,
-                   restorer=restorer, board=board, wire=wire, sale=sale)
+                   restorer=restorer, board=board, wire=wire, sale=sale,
+                   payments=Payments(stock))
 
     def close(self) -> None:
         """Stop the background threads and close every connection."""

@@ -75,3 +75,26 @@ def test_harness_smoke_open_sale_hands_out_exactly_the_units(tmp_path: Path) -> 
     assert "sold-out flood ≥ 0.8x the bare hello" in report
     if importlib.util.find_spec("matplotlib") is not None:
         assert (tmp_path / "smoke.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_shards_benchmark_smoke_splits_a_hot_item_over_the_masters(tmp_path: Path) -> None:
+    """``python -m bench.shards`` end to end in seconds (its own 3-master cluster, gateway,
+    wrk): both kinds run, every 200 is a sale, and the sharded item's calls split over the
+    masters within the issue's ±20 % (the spread is the users' crc32, not a timing)."""
+    _need_wrk()
+    out = tmp_path / "shards"
+    command = [sys.executable, "-m", "bench.shards", "--rounds", "1", "--duration", "1",
+               "--warmup", "0", "--settle", "0.1", "--users", "20000", "--output", str(out)]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=240,
+                          check=False)
+    assert done.returncode == 0, f"bench.shards failed:\n{done.stderr[-6000:]}"
+    data = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    runs = {run["kind"]: run for run in data["runs"]}
+    assert set(runs) == {"unsharded", "sharded"}
+    for run in runs.values():
+        assert not run["failed"], run["notes"]
+        assert run["ok"] > 0 and run["sold"] >= run["ok"]
+        assert (run["lent"], run["borrowed"], run["claims"]) == (0, 0, 0)
+    assert runs["sharded"]["max_deviation_pct"] <= 20
+    assert runs["unsharded"]["max_deviation_pct"] > 100  # one master did all of it
+    assert "## Where the hot item's calls land" in out.with_suffix(".md").read_text("utf-8")

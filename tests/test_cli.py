@@ -405,3 +405,24 @@ def test_up_refuses_to_start_without_production_secrets(tmp_path: Path) -> None:
     result = seckill("up", "--port", str(free_port()),
                      env={"SECKILL_DATA_DIR": str(tmp_path / "data")})
     assert_one_line_error(result, 2, "SECKILL_SECRET_KEY is not set")
+
+
+def test_activity_create_with_shards_and_show_the_whole(env, client) -> None:
+    created = seckill(
+        "activity", "create", "--id", "cli-hot", "--name", "Hot", "--total", "8",
+        "--duration", "600", "--shards", "4", env=env,
+    )
+    assert created.returncode == 0, created.stderr
+    body = json.loads(created.stdout)
+    assert (body["total"], body["remaining"], body["shards"]) == (8, 8, 4)
+    for uid in ("a", "b", "c"):
+        assert buy(client, "cli-hot", uid).status_code == 200
+    shown = seckill("activity", "show", "cli-hot", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert (json.loads(shown.stdout)["total"], json.loads(shown.stdout)["remaining"]) == (8, 5)
+    restocked = seckill("activity", "restock", "cli-hot", "4", env=env)
+    assert restocked.returncode == 0, restocked.stderr
+    assert json.loads(restocked.stdout)["remaining"] == 9
+    refused = seckill("activity", "create", "--id", "cli-bad", "--name", "Bad", "--total", "8",
+                      "--duration", "600", "--shards", "65", env=env)
+    assert_one_line_error(refused, 2, "shards")

@@ -28,6 +28,26 @@ def test_order_cancel_gives_the_stock_back_once(client, make_activity, env, rds,
     assert_one_line_error(unknown, 1, "unknown_order")
 
 
+def test_order_pay_and_an_activity_with_a_payment_window(client, env):
+    """`seckill activity create --payment-window` and `seckill order pay`: the admin API's
+    validation and answers, as one-line errors when refused."""
+    made = seckill("activity", "create", "--id", "cliheld", "--name", "Held", "--total", "3",
+                   "--duration", "3600", "--payment-window", "120", env=env)
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["payment_window"] == 120
+    bought = buy(client, "cliheld", "payer").get_json()
+    assert bought["pay_by"] > 0
+    paid = seckill("order", "pay", bought["order_id"], "--ref", "pi_cli_1", env=env)
+    assert paid.returncode == 0, paid.stderr
+    assert json.loads(paid.stdout) == {"status": "paid", "order_id": bought["order_id"],
+                                       "payment_ref": "pi_cli_1"}
+    again = seckill("order", "pay", bought["order_id"], "--ref", "pi_cli_2", env=env)
+    assert_one_line_error(again, 1, "already_paid")
+    bad = seckill("activity", "create", "--id", "clibad", "--name", "Bad", "--total", "3",
+                  "--duration", "3600", "--payment-window", "86401", env=env)
+    assert bad.returncode != 0 and "payment_window" in bad.stderr
+
+
 def test_reconcile_rebuilds_a_lost_activity_and_repairs_a_drift(
     client, make_activity, env, settings, rds, prefix
 ):

@@ -151,7 +151,7 @@ def run_all(
     return [future.result() for future in futures]
 
 
-def order_ids_of_buyers(rdb: redis.Redis, key: str) -> dict[str, str]:
+def order_ids_of_buyers(rdb: redis.Redis | RedisCluster, key: str) -> dict[str, str]:
     """The buyers hash as user -> order id. A value may carry a marker after ``|`` (the orders
     worker notes a confirmed order there); order ids never contain ``|``."""
     return {str(uid): str(value).split("|", 1)[0] for uid, value in rdb.hgetall(key).items()}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,7 +17,12 @@ import pytest
 import redis
 from redis.cluster import RedisCluster, key_slot
 
-from seckill.ops.cluster import CLUSTER_SLOTS, ClusterError, EmbeddedCluster
+from seckill.ops.cluster import (
+    CLUSTER_SLOTS,
+    ClusterError,
+    EmbeddedCluster,
+)
+from seckill.ops.embedded import EmbeddedValkey
 from tests.conftest import on_master
 
 
@@ -151,3 +157,24 @@ def test_a_cluster_comes_back_from_its_folder_and_stops_every_node(tmp_path: Pat
         assert {n.port: n.node_id for n in again.nodes} == ids
         with cluster_client(again.url) as client:
             assert client.mget_nonatomic(list(keys)) == list(keys.values())
+
+
+def test_a_node_that_cannot_bind_its_port_says_why(tmp_path: Path) -> None:
+    """A server that exits at start names its log's last lines (a CI run once only had the log
+    file's path, on a machine since gone)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        server = EmbeddedValkey(tmp_path / "node", port=taken.getsockname()[1])
+        with pytest.raises(RuntimeError, match=r"exited with 1.*(?i:address already in use)"):
+            server.start(timeout=10)
+
+
+def test_another_server_on_the_port_is_not_taken_for_ours(
+        tmp_path: Path, valkey: EmbeddedValkey) -> None:
+    """A node started on a port someone else's Valkey holds exits; its PING reaching the other
+    server must not count as it answering."""
+    server = EmbeddedValkey(tmp_path / "node", port=valkey.port)
+    with pytest.raises(RuntimeError, match=r"exited with 1.*(?i:address already in use)"):
+        server.start(timeout=10)
+

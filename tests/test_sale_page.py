@@ -194,3 +194,33 @@ def test_no_token_no_button(stack: UpStack, page: Any) -> None:
     expect(page.locator("#buy")).to_be_enabled()
     page.locator("#buy").click()
     expect(page.locator("#outcome")).to_have_text(re.compile(r"^You got it! Order \S+\.$"))
+
+
+def test_pay_by_counts_down_and_an_unpaid_order_is_said_to_have_expired(
+    stack: UpStack, page: Any
+) -> None:
+    """A payment window of 4 s: after the purchase the page shows "pay by" with the time left
+    on the server's clock; nobody pays, the stack's worker expires the order, and the page
+    says what happened; back later, it offers no second purchase."""
+    from playwright.sync_api import expect
+
+    aid = stack.create_activity(name="Held phone", total=1, payment_window=4)
+    page.goto(f"{stack.base}/#activity={aid}&token={user_token('gina')}")
+    page.locator("#buy").click()
+    expect(page.locator("#outcome")).to_have_text(re.compile(r"^You got it! Order \S+\.$"))
+    payment = page.locator("#payment")
+    expect(payment).to_have_text(re.compile(r"^Pay by \d\d:\d\d:\d\d UTC: 00:0[0-4] left$"))
+    expect(page.locator("#order")).to_have_text(re.compile(r": confirmed, payment due$"),
+                                                timeout=10_000)
+    screenshot(page, "sale-page-pay-by.png")
+    expect(page.locator("#outcome")).to_have_text(
+        "Your payment window ran out: the order was cancelled and its units went back on "
+        "sale.", timeout=15_000)
+    expect(page.locator("#order")).to_have_text(re.compile(r": cancelled, payment expired$"))
+    expect(payment).to_have_text("")
+    expect(page.locator("#remaining")).to_have_text("1", timeout=10_000)
+    screenshot(page, "sale-page-expired.png")
+
+    page.reload()
+    expect(page.locator("#order")).to_have_text(re.compile(r": cancelled, payment expired$"))
+    expect(page.locator("#buy")).to_be_disabled()

@@ -252,3 +252,34 @@ def test_at_the_sell_out_one_request_reads_the_winners_for_the_whole_process(
     assert after.get("cmdstat_hgetall", 0) - before.get("cmdstat_hgetall", 0) == 2  # buyers,
     # and the packets' amounts, in the one MULTI
     assert board.is_flagged("stampede")
+
+
+def test_a_sharded_activity_is_flagged_only_when_every_part_is_empty_then_costs_no_call(
+        make_app, private_valkey):
+    """Sharded stock: the winners of every part are in the flag (a winner's repeat is its own
+    409), and the flood after the sell-out makes no Redis call; a cancel drops the flag."""
+    app = make_app(REDIS_URL=private_valkey.url, SECKILL_SOLD_OUT_TTL="60",
+                   SECKILL_META_TTL="60")
+    client = app.test_client()
+    expect(client.post("/admin/activities", headers=ADMIN, json={
+        "id": "flag-hot", "name": "x", "total": 4, "shards": 4,
+        "starts_at": "2020-01-01T00:00:00Z", "ends_at": "2099-01-01T00:00:00Z"}), 201)
+    urls = {}
+    for uid in (*(f"win{i}" for i in range(4)), *(f"late{i}" for i in range(20))):
+        got = client.get("/seckill/url?activity=flag-hot", headers=user_headers(uid))
+        urls[uid] = expect(got, 200)["url"]
+    won = {uid: expect(client.post(urls[uid], headers=user_headers(uid)), 200)["order_id"]
+           for uid in (f"win{i}" for i in range(4))}
+    expect(client.post(urls["late0"], headers=user_headers("late0")), 410, "sold_out")
+    observer = redis.Redis.from_url(private_valkey.url)
+    before = commands(observer)
+    for i in range(1, 20):
+        expect(client.post(urls[f"late{i}"], headers=user_headers(f"late{i}")), 410, "sold_out")
+    repeats = {uid: expect(client.post(urls[uid], headers=user_headers(uid)), 409,
+                           "already_purchased")["order_id"] for uid in won}
+    after = commands(observer)
+    observer.close()
+    assert repeats == won
+    assert after == before
+    expect(client.post(f"/admin/orders/{won['win2']}/cancel", headers=ADMIN), 200)
+    expect(client.post(urls["late5"], headers=user_headers("late5")), 200)

@@ -15,13 +15,17 @@ const MESSAGES = {
   bad_signature: "This purchase link expired; please try again.",
   unknown_activity: "This sale does not exist.",
   bad_request: "The shop did not understand that request.",
+  hold_expired: "Your earlier order here was not paid in time; you cannot buy again in this sale.",
 };
+const EXPIRED = "Your payment window ran out: the order was cancelled and its units went " +
+  "back on sale.";
 // Answers after which the purchase may or may not have happened: ask for the order.
 const UNSURE = "The shop is very busy. Your order may have gone through: checking…";
 
 const page = {
   activity: null, token: null, offsetMs: null, startsMs: null, endsMs: null,
   state: null, busy: false, done: false, retryAtMs: null,
+  payBy: null, payment: null,  // a payment window's order: its deadline (server ms) and state
 };
 
 function readFragment() {
@@ -117,9 +121,31 @@ function render() {
   } else {
     $("countdown").textContent = "The sale has ended";
   }
+  renderPayment(now);
   const waiting = page.retryAtMs !== null && performance.now() < page.retryAtMs;
   $("buy").disabled = page.busy || page.done || waiting || state !== "open" || !page.token;
   $("hint").textContent = page.token ? "" : "Enter a user token under Demo settings to buy.";
+}
+
+// With a payment window: "pay by" and the time left, on the server's clock.
+function renderPayment(now) {
+  const el = $("payment");
+  if (page.payment === "paid") {
+    el.textContent = "Paid. Thank you!";
+  } else if (page.payment === "due" && page.payBy !== null) {
+    const left = Math.max(0, page.payBy - now);
+    const s = Math.ceil(left / 1000);
+    const at = new Date(page.payBy).toISOString().slice(11, 19);
+    el.textContent = `Pay by ${at} UTC: ${two(Math.floor(s / 60))}:${two(s % 60)} left`;
+  } else {
+    el.textContent = "";
+  }
+}
+
+function notePayment(body) {
+  if (typeof body.pay_by === "number") page.payBy = body.pay_by;
+  if (body.payment) page.payment = body.payment;
+  if (body.payment === "expired") showOutcome(EXPIRED, "lost");
 }
 
 function showOutcome(text, kind) {
@@ -129,19 +155,25 @@ function showOutcome(text, kind) {
 }
 
 function showOrder(body) {
+  const payment = body.payment ? `, payment ${body.payment}` : "";
   $("order").textContent = body.order_id
-    ? `Order ${body.order_id}: ${body.status}` : `Order status: ${body.status}`;
+    ? `Order ${body.order_id}: ${body.status}${payment}` : `Order status: ${body.status}`;
 }
 
-// Until the order is final (confirmed or cancelled) or known not to exist; bounded.
+// Until the order is final (confirmed or cancelled, and with a payment window paid or
+// expired) or known not to exist; bounded (a minute, or until just past pay_by).
 async function pollOrder() {
-  for (let i = 0; i < 60; i++) {
+  const started = performance.now();
+  for (let i = 0; i < 100000; i++) {
     const { status, body } = await api(
       `/seckill/${encodeURIComponent(page.activity)}/order`, { auth: true });
     if (status === 200) {
       if (body.status !== "none") showOrder(body);
-      if (body.status !== "pending") return body;
+      notePayment(body);
+      if (body.status !== "pending" && body.payment !== "due") return body;
     }
+    const limit = Math.max(60000, page.payBy === null ? 0 : page.payBy - serverNow() + 10000);
+    if (performance.now() - started > limit) break;
     await new Promise((resolve) => setTimeout(resolve, 1000));
   }
   return { status: "pending" };
@@ -156,8 +188,14 @@ async function checkExistingOrder() {
     page.done = true;
     showOutcome(`${MESSAGES.already_purchased} Order ${body.order_id}.`, "won");
     showOrder(body);
+    notePayment(body);
     render();
-    if (body.status === "pending") pollOrder();
+    if (body.status === "pending" || body.payment === "due") pollOrder();
+  } else if (status === 200 && body.payment === "expired") {
+    page.done = true;  // no second purchase after an expired hold
+    showOrder(body);
+    notePayment(body);
+    render();
   }
 }
 
@@ -165,19 +203,20 @@ function retryLater(seconds) {
   page.retryAtMs = performance.now() + 1000 * Math.max(1, seconds || 1);
 }
 
-async function won(order) {
+async function won(order, payBy) {
   page.done = true;
   showOutcome(`You got it! Order ${order}.`, "won");
   showOrder({ order_id: order, status: "pending" });
+  if (typeof payBy === "number") notePayment({ pay_by: payBy, payment: "due" });
   await pollOrder();
 }
 
 function lost(answer) {
   const error = answer.body.error;
   showOutcome(MESSAGES[error] || answer.body.message || "Something went wrong.", "lost");
-  if (error === "sold_out" || error === "ended") {
+  if (error === "sold_out" || error === "ended" || error === "hold_expired") {
     page.done = true;
-    page.state = error;
+    if (error !== "hold_expired") page.state = error;
   } else if (error === "rate_limited") {
     retryLater(Number(answer.headers.get("Retry-After")) || answer.body.retry_after);
   } else if (error === "not_started" && typeof answer.body.now_ms === "number") {
@@ -197,7 +236,7 @@ async function unsure() {
     showOutcome("The shop was too busy and your order did not go through. Try again.", "lost");
     retryLater(1);
   } else if (order.order_id) {
-    await won(order.order_id);
+    await won(order.order_id, order.pay_by);
   }
 }
 
@@ -223,7 +262,7 @@ async function buy() {
       method: "POST", auth: true, headers: { "Content-Type": "application/json" }, body: "{}",
     });
     if (result.status === 200) {
-      won(result.body.order_id);
+      won(result.body.order_id, result.body.pay_by);
     } else if (result.body.error === "already_purchased") {
       page.done = true;
       showOutcome(`${MESSAGES.already_purchased} Order ${result.body.order_id}.`, "won");
@@ -247,7 +286,7 @@ async function start() {
     page.activity = $("activity-input").value.trim();
     page.token = $("token-input").value.trim();
     page.done = false;
-    page.state = page.startsMs = page.endsMs = null;
+    page.state = page.startsMs = page.endsMs = page.payBy = page.payment = null;
     showOutcome("");
     $("order").textContent = "";
     loadActivity().then(checkExistingOrder);

@@ -18,15 +18,17 @@ RESERVED_IDS = frozenset({"activities", "url", "time"})
 MAX_TOTAL = 1_000_000_000
 MAX_PER_USER = 10_000
 MAX_NAME = 200
+MAX_SHARDS = 64
+MAX_PAYMENT_WINDOW = 86_400  # seconds: a day
 UNLIMITED = -1
 
 STOCK = "stock"
 PACKETS = "packets"
 KINDS = (STOCK, PACKETS)
 
-_COMMON_FIELDS = {"id", "name", "starts_at", "ends_at", "kind"}
+_COMMON_FIELDS = {"id", "name", "starts_at", "ends_at", "kind", "payment_window"}
 _CREATE_FIELDS = {
-    STOCK: _COMMON_FIELDS | {"total", "per_user_limit"},
+    STOCK: _COMMON_FIELDS | {"total", "per_user_limit", "shards"},
     PACKETS: _COMMON_FIELDS | {"amount", "count"},
 }
 
@@ -108,6 +110,12 @@ class Activity:
     # split's seed (secret: it tells every packet's amount; never in a response or a log).
     amount: int | None = None
     seed: int | None = dataclasses.field(default=None, repr=False)
+    # stock: the number of parts the stock is split into, each in its own hash slot
+    # (seckill/store/shards.py); the activity's numbers are always the whole's.
+    shards: int = 1
+    # Seconds a buyer has to pay after a purchase (0: a purchase is final). An order unpaid
+    # at its pay_by expires and its units go back on sale (seckill/store/payments.py).
+    payment_window: int = 0
 
     def state(self, at_ms: int) -> str:
         """The state at ``at_ms``: ``upcoming``, ``open``, ``sold_out`` or ``ended``."""
@@ -135,6 +143,10 @@ class Activity:
         if self.kind == PACKETS:
             body["amount"] = self.amount
             body["count"] = self.total
+        if self.shards > 1:
+            body["shards"] = self.shards
+        if self.payment_window:
+            body["payment_window"] = self.payment_window
         return body
 
     def redis_fields(self, created_ms: int) -> list[str | int]:
@@ -150,6 +162,18 @@ class Activity:
         if self.kind == PACKETS:
             assert self.amount is not None
             fields += ["amount", self.amount, "amount_given", 0]
+        if self.shards > 1:
+            fields += ["shards", self.shards, "part", 0, "held", 0, "lent", 0, "borrowed", 0]
+        if self.payment_window:
+            fields += ["payment_window", self.payment_window, "paid", 0, "expired", 0]
+        return fields
+
+    def part_fields(self, part: int, total: int | None, created_ms: int) -> list[str | int]:
+        """The meta hash of part ``part`` of a sharded activity holding ``total`` units (None:
+        unlimited): the activity's fields with the part's own stock and order sequence."""
+        fields = dataclasses.replace(self, total=total, remaining=total).redis_fields(created_ms)
+        fields[fields.index("part") + 1] = part
+        fields[fields.index("seq") + 1] = part  # part j numbers its orders j+n, j+2n, ...
         return fields
 
     @classmethod
@@ -167,6 +191,8 @@ class Activity:
             per_user_limit=int(fields.get("per_user_limit", 1)),
             kind=fields.get("kind", STOCK),
             amount=int(fields["amount"]) if "amount" in fields else None,
+            shards=int(fields.get("shards", 1)),
+            payment_window=int(fields.get("payment_window", 0)),
         )
 
 
@@ -204,7 +230,7 @@ def parse_new_activity(body: Any, at_ms: int | None = None, seed: int | None = N
             raise errors.BadRequest(
                 f"amount ({amount} cents) must be at least count ({total}): every packet holds "
                 "at least 1 cent", field="amount")
-        per_user = 1
+        per_user, shards = 1, 1
         seed = packets.new_seed() if seed is None else seed
     else:
         if "total" not in body:
@@ -214,6 +240,11 @@ def parse_new_activity(body: Any, at_ms: int | None = None, seed: int | None = N
         per_user_limit = _int_field(body, "per_user_limit", 1, 1, MAX_PER_USER)
         assert per_user_limit is not None
         per_user, seed = per_user_limit, None
+        parts = _int_field(body, "shards", 1, 1, MAX_SHARDS)
+        assert parts is not None
+        shards = parts
+    window = _int_field(body, "payment_window", 0, 0, MAX_PAYMENT_WINDOW)
+    assert window is not None
     starts_ms = ms_from_iso(body.get("starts_at"), "starts_at")
     ends_ms = ms_from_iso(body.get("ends_at"), "ends_at")
     if ends_ms <= starts_ms:
@@ -223,14 +254,14 @@ def parse_new_activity(body: Any, at_ms: int | None = None, seed: int | None = N
     return Activity(
         id=aid, name=name, starts_ms=starts_ms, ends_ms=ends_ms,
         total=total, remaining=total, per_user_limit=per_user, kind=kind,
-        amount=amount, seed=seed,
+        amount=amount, seed=seed, shards=shards, payment_window=window,
     )
 
 
 def _refuse_other_kinds_fields(body: dict[str, Any], kind: str) -> None:
     """Say which kind a misplaced field belongs to, rather than just "unknown field"."""
     if kind == PACKETS:
-        for field in ("total", "per_user_limit"):
+        for field in ("total", "per_user_limit", "shards"):
             if field in body:
                 raise errors.BadRequest(
                     f"{field} does not apply to kind 'packets': give amount (cents) and count "

@@ -1,4 +1,5 @@
-"""What an order stream entry may be: a purchase (an order row) or a cancellation.
+"""What an order stream entry may be: a purchase (an order row), a cancellation (an
+operator's, or a payment window's expiry) or a payment.
 
 Anything else is poison: the worker dead-letters it with the reason instead of retrying it
 forever. The checks mirror the database columns, so that a bad entry is refused here and never
@@ -8,6 +9,7 @@ turns into a database error that would stall a whole batch.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from seckill.domain.activities import MAX_PER_USER, PACKETS, STOCK, USER_ID
 from seckill.domain.orders import OrderRow, activity_of_order
@@ -27,9 +29,22 @@ class Cancel:
 
     order_id: str
     at_ms: int
+    expired: bool = False  # the payment window ran out (lua/expire.lua)
 
 
-def parse_entry(stream_aid: str, fields: dict[str, str]) -> OrderRow | Cancel:
+@dataclasses.dataclass(frozen=True, slots=True)
+class Paid:
+    """A payment entry (lua/pay.lua): the order paid, with what reference, and when."""
+
+    order_id: str
+    at_ms: int
+    ref: str
+
+
+PAYMENT_REF = re.compile(r"[A-Za-z0-9_.:/=+-]{1,128}")
+
+
+def parse_entry(stream_aid: str, fields: dict[str, str]) -> OrderRow | Cancel | Paid:
     """Turn a stream entry into an order row or a cancellation; raise Poison if it is neither."""
     kind = fields.get("type", "purchase")
     order_id = fields.get("order_id", "")
@@ -46,7 +61,12 @@ def parse_entry(stream_aid: str, fields: dict[str, str]) -> OrderRow | Cancel:
     if not 0 <= at_ms <= MAX_TS_MS:
         raise Poison(f"ts {str(at_ms)[:40]} is out of range")
     if kind == "cancel":
-        return Cancel(order_id, at_ms)
+        return Cancel(order_id, at_ms, fields.get("reason") == "expired")
+    if kind == "paid":
+        ref = fields.get("ref", "")
+        if PAYMENT_REF.fullmatch(ref) is None:
+            raise Poison(f"payment ref {ref[:80]!r} is not a valid reference")
+        return Paid(order_id, at_ms, ref)
     if kind != "purchase":
         raise Poison(f"unknown entry type {kind[:40]!r}")
     user = fields.get("user", "")
@@ -58,7 +78,16 @@ def parse_entry(stream_aid: str, fields: dict[str, str]) -> OrderRow | Cancel:
         raise Poison("quantity is not an integer") from None
     if not 1 <= quantity <= MAX_PER_USER:
         raise Poison(f"quantity {str(quantity)[:40]} is not in 1..{MAX_PER_USER}")
-    return OrderRow(order_id, stream_aid, user, quantity, at_ms, _amount(fields, quantity))
+    pay_by = None
+    if "pay_by" in fields:
+        try:
+            pay_by = int(fields["pay_by"])
+        except ValueError:
+            raise Poison("pay_by is not an integer") from None
+        if not 0 <= pay_by <= MAX_TS_MS:
+            raise Poison(f"pay_by {str(pay_by)[:40]} is out of range")
+    return OrderRow(order_id, stream_aid, user, quantity, at_ms, _amount(fields, quantity),
+                    pay_by)
 
 
 def _amount(fields: dict[str, str], quantity: int) -> int | None:

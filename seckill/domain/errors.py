@@ -111,6 +111,19 @@ class AlreadyPurchased(SeckillError):
     default_message = "you have already bought in this activity"
 
 
+class PurchaseInProgress(SeckillError):
+    """409: another purchase of this user is borrowing units from a sharded activity's other
+    parts right now; its outcome is the user's order status."""
+
+    status = 409
+    code = "purchase_in_progress"
+    default_message = "another purchase of yours is being decided; check your order status"
+
+    def headers(self) -> dict[str, str]:
+        """``Retry-After: 1``: the other purchase is decided within a round trip or two."""
+        return {"Retry-After": "1"}
+
+
 class InsufficientStock(SeckillError):
     """409: fewer units remain than asked for."""
 
@@ -133,6 +146,39 @@ class AlreadyCancelled(SeckillError):
     status = 409
     code = "already_cancelled"
     default_message = "this order is already cancelled"
+
+
+class HoldExpired(SeckillError):
+    """409: this user's order in this activity expired unpaid; no second purchase (carries the
+    order id)."""
+
+    status = 409
+    code = "hold_expired"
+    default_message = "your order here expired unpaid; you cannot buy again in this activity"
+
+
+class AlreadyPaid(SeckillError):
+    """409: the order was paid with another payment reference (carries both)."""
+
+    status = 409
+    code = "already_paid"
+    default_message = "this order is already paid with another payment reference"
+
+
+class PaymentExpired(SeckillError):
+    """409: the order's payment window has passed; the payment is to be refunded."""
+
+    status = 409
+    code = "payment_expired"
+    default_message = "the payment window of this order has passed; refund the payment"
+
+
+class NoPaymentWindow(SeckillError):
+    """409: the order's activity has no payment window: nothing to pay here."""
+
+    status = 409
+    code = "no_payment_window"
+    default_message = "this order's activity has no payment window"
 
 
 class SoldOut(SeckillError):

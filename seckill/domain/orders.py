@@ -10,6 +10,10 @@ from typing import Any
 CONFIRMED = "confirmed"
 CANCELLED = "cancelled"
 PENDING = "pending"
+# An order's payment, when its activity has a payment window.
+DUE = "due"
+PAID = "paid"
+EXPIRED = "expired"
 
 # A buyer's order as one side (Redis, the database) tells it: (status, order id).
 Told = tuple[str, str | None]
@@ -26,6 +30,7 @@ class OrderRow:
     quantity: int
     created_ms: int
     amount: int | None = None  # a packet's amount, cents (packets activities)
+    pay_by: int | None = None  # with a payment window: the deadline, epoch ms
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -38,6 +43,10 @@ class StoredOrder:
     quantity: int
     status: str
     amount: int | None = None
+    payment: str | None = None  # due, paid or expired; None without a payment window
+    pay_by: int | None = None
+    payment_ref: str | None = None
+    paid_ms: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -48,6 +57,7 @@ class Purchase:
     quantity: int
     remaining: int | None  # None: unlimited
     amount: int | None = None  # the packet grabbed, cents (packets activities)
+    pay_by: int | None = None  # with a payment window: pay by then (epoch ms)
 
     def body(self) -> dict[str, Any]:
         """The purchase's 200 response body."""
@@ -56,6 +66,8 @@ class Purchase:
         }
         if self.amount is not None:
             body["amount"] = self.amount
+        if self.pay_by is not None:
+            body["pay_by"] = self.pay_by
         return body
 
 
@@ -66,6 +78,8 @@ class OrderStatus:
     status: str
     order_id: str | None = None
     amount: int | None = None
+    payment: str | None = None  # due, paid or expired (a payment window's order)
+    pay_by: int | None = None
 
     def body(self) -> dict[str, Any]:
         """The order-status response body."""
@@ -74,6 +88,10 @@ class OrderStatus:
             body["order_id"] = self.order_id
         if self.amount is not None:
             body["amount"] = self.amount
+        if self.payment is not None:
+            body["payment"] = self.payment
+        if self.pay_by is not None:
+            body["pay_by"] = self.pay_by
         return body
 
 
@@ -90,6 +108,8 @@ class Stats:
     cancelled: int
     amount: int | None = None  # packets: the amount split, and how much of it is grabbed
     amount_given: int | None = None
+    # With a payment window: {"due", "paid", "expired"} order counts.
+    payments: dict[str, int] | None = None
 
     def body(self) -> dict[str, Any]:
         """The stats response body (for packets, with the amount given and the amount left)."""
@@ -107,6 +127,8 @@ class Stats:
         if self.amount is not None and self.amount_given is not None:
             body["amount_given"] = self.amount_given
             body["amount_left"] = self.amount - self.amount_given
+        if self.payments is not None:
+            body["payments"] = self.payments
         return body
 
 

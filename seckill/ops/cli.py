@@ -24,6 +24,7 @@ from seckill.ops.commands import (
     cmd_activity_restock,
     cmd_activity_show,
     cmd_order_cancel,
+    cmd_order_pay,
     cmd_reconcile,
     store_access,
     units_arg,
@@ -223,6 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
     ends.add_argument("--ends-at", help="ISO 8601 with an offset")
     ends.add_argument("--duration", type=int, metavar="SECONDS", help="sale length in seconds")
     create.add_argument("--per-user-limit", type=int, help="units one user may buy (default 1)")
+    create.add_argument("--shards", type=int, metavar="N",
+                        help="stock: split it into N parts (1..64) spread over a cluster's "
+                             "masters, for one hot item (default 1)")
+    create.add_argument("--payment-window", type=int, metavar="SECONDS",
+                        help="buyers have this long to pay (0..86400); an unpaid order expires "
+                             "and its units go back on sale (default 0: a purchase is final)")
     create.set_defaults(handler=cmd_activity_create)
     show = verbs.add_parser("show", help="print an activity (reads only)")
     show.add_argument("id")
@@ -239,6 +246,10 @@ def build_parser() -> argparse.ArgumentParser:
     cancel = order_verbs.add_parser("cancel", help="cancel an order: its stock goes back")
     cancel.add_argument("order_id")
     cancel.set_defaults(handler=cmd_order_cancel)
+    pay = order_verbs.add_parser("pay", help="record a held order's payment (payment window)")
+    pay.add_argument("order_id")
+    pay.add_argument("--ref", required=True, help="the payment's reference (idempotency key)")
+    pay.set_defaults(handler=cmd_order_pay)
 
     rec = commands.add_parser(
         "reconcile", help="compare an activity's Redis state with the database (reads only)"

@@ -182,10 +182,12 @@ def _activity_body(args: argparse.Namespace) -> dict[str, Any]:
     body: dict[str, Any] = {
         "id": args.id, "name": args.name, "starts_at": starts_at, "ends_at": ends_at,
     }
+    if args.payment_window is not None:
+        body["payment_window"] = args.payment_window
     if args.kind == PACKETS:
         # The admin API's validation says what is missing or misplaced.
         body["kind"] = PACKETS
-        for option in ("amount", "count", "total", "per_user_limit"):
+        for option in ("amount", "count", "total", "per_user_limit", "shards"):
             if getattr(args, option) is not None:
                 body[option] = getattr(args, option)
         return body
@@ -193,8 +195,9 @@ def _activity_body(args: argparse.Namespace) -> dict[str, Any]:
         if getattr(args, option) is not None:
             raise errors.BadRequest(f"--{option} is for --kind packets")
     body["total"] = _total(args)
-    if args.per_user_limit is not None:
-        body["per_user_limit"] = args.per_user_limit
+    for option in ("per_user_limit", "shards"):
+        if getattr(args, option) is not None:
+            body[option] = getattr(args, option)
     return body
 
 
@@ -302,6 +305,19 @@ def cmd_order_cancel(args: argparse.Namespace) -> int:
         except (errors.UnknownOrder, errors.AlreadyCancelled) as exc:
             raise Failure(f"{exc.code}: {exc.message}") from None
     print(json.dumps({"status": "cancelled", "order_id": args.order_id, "remaining": remaining}))
+    return 0
+
+
+def cmd_order_pay(args: argparse.Namespace) -> int:
+    """``seckill order pay``: record a held order's payment (the admin API's path), print it."""
+    with _services(WRITE) as services:
+        try:
+            paid = services.payments.pay(args.order_id, args.ref)
+        except errors.SeckillError as exc:
+            if exc.status >= 500:
+                raise
+            raise Failure(f"{exc.code}: {exc.message}") from None
+    print(json.dumps(paid))
     return 0
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 from types import TracebackType
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 
 def valkey_binary() -> str:
@@ -110,24 +112,39 @@ class EmbeddedValkey:
     def wait_ready(self, timeout: float = 10.0) -> None:
         """Wait until the server answers PING; RuntimeError if it exits or takes too long."""
         deadline = time.monotonic() + timeout
-        client = redis.Redis(host=self.host, port=self.port, socket_timeout=1)
+        # One try per PING (no retries): whatever holds the port must answer within the second.
+        client = redis.Redis(host=self.host, port=self.port, socket_timeout=1,
+                             retry=Retry(NoBackoff(), 0))
         try:
             while True:
-                if self.process is not None and self.process.poll() is not None:
-                    raise RuntimeError(
-                        f"valkey-server exited with {self.process.returncode}; see {self.logfile}"
-                    )
                 try:
                     # LOADING replies raise BusyLoadingError until the AOF is replayed.
-                    if client.ping():
+                    # Ours answering, not whatever else may hold the port.
+                    if client.ping() and (self.process is None or int(
+                            client.info("server")["process_id"]) == self.process.pid):
                         return
                 except redis.RedisError:
                     pass
+                # After the PING: a server that could not bind its port has exited by now, and
+                # whatever else holds the port does not count as it answering.
+                if self.process is not None and self.process.poll() is not None:
+                    raise RuntimeError(
+                        f"valkey-server exited with {self.process.returncode}; see "
+                        f"{self.logfile}: {self.log_tail()}"
+                    )
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"valkey-server did not answer within {timeout}s")
                 time.sleep(0.05)
         finally:
             client.close()
+
+    def log_tail(self, lines: int = 3) -> str:
+        """The last lines of the server's log (why it exited), or "" when there is none."""
+        try:
+            text = self.logfile.read_text(errors="replace")
+        except OSError:
+            return ""
+        return " | ".join(line.strip() for line in text.splitlines()[-lines:])
 
     def stop(self, timeout: float = 10.0) -> None:
         """Graceful stop: SIGTERM makes Valkey flush the AOF and exit."""

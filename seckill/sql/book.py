@@ -2,7 +2,8 @@
 
 Writes are idempotent: an order is inserted with ``ON CONFLICT DO NOTHING`` on its id and on
 the one-live-order-per-buyer index, so a redelivered stream entry never creates a second
-order; a cancellation is an UPDATE that only moves ``confirmed`` to ``cancelled``.
+order; a cancellation is an UPDATE that only moves ``confirmed`` to ``cancelled``, a payment
+one that only moves ``due`` to ``paid``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,16 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from seckill.domain import errors
 from seckill.domain.activities import PACKETS, Activity, now_ms
-from seckill.domain.orders import CANCELLED, CONFIRMED, OrderRow, StoredOrder
+from seckill.domain.entries import Cancel, Paid
+from seckill.domain.orders import (
+    CANCELLED,
+    CONFIRMED,
+    DUE,
+    EXPIRED,
+    PAID,
+    OrderRow,
+    StoredOrder,
+)
 from seckill.sql.schema import activities, ensure_schema, orders
 
 
@@ -57,6 +67,8 @@ class OrderBook:
                         amount=activity.amount,
                         packet_count=activity.total if activity.kind == PACKETS else None,
                         seed=activity.seed,
+                        shards=activity.shards,
+                        payment_window=activity.payment_window or None,
                     )
                 )
         except sa.exc.IntegrityError:
@@ -92,6 +104,8 @@ class OrderBook:
             kind=row.kind,
             amount=None if row.amount is None else int(row.amount),
             seed=None if row.seed is None else int(row.seed),
+            shards=int(row.shards or 1),
+            payment_window=int(row.payment_window or 0),
         )
 
     def activity_ids(self) -> set[str]:
@@ -100,12 +114,26 @@ class OrderBook:
         with self.engine.connect() as conn:
             return {r[0] for r in conn.execute(sa.select(activities.c.id))}
 
-    def activity_ends(self) -> dict[str, int]:
-        """Every activity the database knows: its id -> its end (ms since the epoch)."""
+    def activity_ends(self) -> dict[str, tuple[int, int]]:
+        """Every activity the database knows: its id -> (its end, ms since the epoch; the
+        number of parts its stock is split into)."""
         self.ready()
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(activities.c.id, activities.c.ends_ms))
-            return {r[0]: int(r[1]) for r in rows}
+            rows = conn.execute(
+                sa.select(activities.c.id, activities.c.ends_ms, activities.c.shards))
+            return {r[0]: (int(r[1]), int(r[2] or 1)) for r in rows}
+
+    def windowed_activities(self, since_ms: int) -> dict[str, int]:
+        """The activities with a payment window whose holds may still be due at ``since_ms``
+        (the last possible pay_by, the end plus the window, not before it): id -> parts."""
+        self.ready()
+        window_ms = activities.c.payment_window * 1000
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(activities.c.id, activities.c.shards)
+                .where(activities.c.payment_window > 0,
+                       activities.c.ends_ms + window_ms >= since_ms))
+            return {r[0]: int(r[1] or 1) for r in rows}
 
     # -- orders -----------------------------------------------------------------------
 
@@ -118,9 +146,10 @@ class OrderBook:
         return orders.insert().prefix_with("IGNORE")  # MySQL / MariaDB
 
     def store_batch(
-        self, rows: Sequence[OrderRow], cancels: Sequence[tuple[str, int]] = ()
+        self, rows: Sequence[OrderRow], cancels: Sequence[Cancel | Paid] = ()
     ) -> set[str]:
-        """Insert orders and apply cancellations in one transaction, in that order.
+        """Insert orders and apply cancellations and payments in one transaction, in that
+        order. Each update is idempotent: a redelivered entry changes nothing more.
 
         Returns the ids of orders that could not be stored because their buyer already holds
         another live order: that should never happen, and the caller dead-letters them rather
@@ -147,16 +176,14 @@ class OrderBook:
                                 "created_ms": r.created_ms,
                                 "stored_ms": stored,
                                 "amount": r.amount,
+                                "payment": None if r.pay_by is None else DUE,
+                                "pay_by": r.pay_by,
                             }
                             for r in waiting
                         ],
                     )
-                for order_id, at_ms in cancels:
-                    conn.execute(
-                        orders.update()
-                        .where(orders.c.order_id == order_id, orders.c.status == CONFIRMED)
-                        .values(status=CANCELLED, cancelled_ms=at_ms)
-                    )
+                for update in cancels:
+                    conn.execute(_update(update))
                 if not waiting:
                     return set()
                 present = {
@@ -221,9 +248,27 @@ class OrderBook:
 
 
 _STORED = (orders.c.order_id, orders.c.activity_id, orders.c.user_id, orders.c.quantity,
-           orders.c.status, orders.c.amount)
+           orders.c.status, orders.c.amount, orders.c.payment, orders.c.pay_by,
+           orders.c.payment_ref, orders.c.paid_ms)
 
 
 def _stored(row: Any) -> StoredOrder:
-    amount = None if row[5] is None else int(row[5])
-    return StoredOrder(row[0], row[1], row[2], int(row[3]), row[4], amount)
+    def number(value: Any) -> int | None:
+        return None if value is None else int(value)
+
+    return StoredOrder(row[0], row[1], row[2], int(row[3]), row[4], number(row[5]), row[6],
+                       number(row[7]), row[8], number(row[9]))
+
+
+def _update(entry: Cancel | Paid) -> Any:
+    """The UPDATE a cancellation or a payment makes; a repeat matches no row."""
+    if isinstance(entry, Paid):
+        return (orders.update()
+                .where(orders.c.order_id == entry.order_id, orders.c.payment == DUE)
+                .values(payment=PAID, payment_ref=entry.ref, paid_ms=entry.at_ms))
+    values: dict[str, Any] = {"status": CANCELLED, "cancelled_ms": entry.at_ms}
+    if entry.expired:
+        values["payment"] = EXPIRED
+    return (orders.update()
+            .where(orders.c.order_id == entry.order_id, orders.c.status == CONFIRMED)
+            .values(**values))

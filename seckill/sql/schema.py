@@ -32,6 +32,11 @@ activities = sa.Table(
     sa.Column("amount", sa.BigInteger, nullable=True),
     sa.Column("packet_count", sa.Integer, nullable=True),
     sa.Column("seed", sa.BigInteger, nullable=True),
+    # kind "stock": the number of parts the stock is split into (NULL, as in a database made
+    # by an older version: 1).
+    sa.Column("shards", sa.Integer, nullable=True),
+    # Seconds a buyer has to pay (NULL or 0: a purchase is final).
+    sa.Column("payment_window", sa.Integer, nullable=True),
 )
 
 
@@ -47,6 +52,12 @@ orders = sa.Table(
     sa.Column("stored_ms", sa.BigInteger, nullable=False),  # when the worker committed it
     sa.Column("cancelled_ms", sa.BigInteger, nullable=True),
     sa.Column("amount", sa.BigInteger, nullable=True),  # a packet's amount, cents
+    # With a payment window: "due" until "paid" or "expired" (then status is cancelled);
+    # NULL when the activity has none.
+    sa.Column("payment", sa.String(16), nullable=True),
+    sa.Column("pay_by", sa.BigInteger, nullable=True),
+    sa.Column("payment_ref", sa.String(128), nullable=True),
+    sa.Column("paid_ms", sa.BigInteger, nullable=True),
     sa.CheckConstraint("quantity >= 1", name="ck_seckill_orders_quantity"),
     sa.CheckConstraint("amount IS NULL OR amount >= 1", name="ck_seckill_orders_amount"),
     sa.CheckConstraint("status IN ('confirmed', 'cancelled')", name="ck_seckill_orders_status"),

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
+from collections.abc import Sequence
 
 from seckill.domain import errors, packets
 from seckill.domain.activities import PACKETS, Activity, now_ms
 from seckill.store.connection import Client
 from seckill.store.keys import KeySpace
 from seckill.store.scripts import Scripts
+from seckill.store.shards import part_tags, split_units
+
+# What each part of a sharded activity adds to the whole: the activity's total is the sum of
+# (total + lent - borrowed) over the parts (units in transit between two parts count), and
+# what remains is that total less the units sold.
+PART_FIELDS = ("total", "remaining", "sold", "lent", "borrowed")
 
 PUSH_CHUNK = 1000  # packets per RPUSH
 PIPELINE_CHUNKS = 10  # RPUSHes per round trip (and per progress report)
@@ -49,9 +57,23 @@ class ActivityStore:
         Packets are split and pushed first (``progress(done, total)`` follows the push), the
         meta hash last: until it exists nobody can grab from a half-filled list."""
         if activity.kind != PACKETS:
+            created = now_ms()
+            if activity.shards > 1:
+                # Parts 1..n-1 first, part 0 (the activity's own meta) last: until it exists
+                # the activity is unknown, so nobody buys from a half-created set of parts.
+                tags = part_tags(activity.id, activity.shards)
+                shares = ([None] * activity.shards if activity.total is None
+                          else split_units(activity.total, activity.shards))
+                for part in range(activity.shards - 1, 0, -1):
+                    self.scripts.create_activity(
+                        keys=[self.keys.meta(tags[part])],
+                        args=activity.part_fields(part, shares[part], created))
+                return bool(self.scripts.create_activity(
+                    keys=[self.keys.meta(activity.id)],
+                    args=activity.part_fields(0, shares[0], created)))
             return bool(
                 self.scripts.create_activity(
-                    keys=[self.keys.meta(activity.id)], args=activity.redis_fields(now_ms())
+                    keys=[self.keys.meta(activity.id)], args=activity.redis_fields(created)
                 )
             )
         assert activity.amount is not None and activity.total is not None
@@ -83,8 +105,38 @@ class ActivityStore:
         return bool(self.client.exists(self.keys.meta(aid)))
 
     def load(self, aid: str) -> Activity | None:
-        """The activity from its meta hash, or None if Redis does not hold it."""
+        """The activity from its meta hash (a sharded one's numbers summed over its parts), or
+        None if Redis does not hold it, or not all of it."""
         fields = self.client.hgetall(self.keys.meta(aid))
         if not fields:
             return None
-        return Activity.from_redis(aid, fields)  # type: ignore[arg-type]
+        return self.whole([Activity.from_redis(aid, fields)])[0]  # type: ignore[arg-type]
+
+    def whole(self, found: Sequence[Activity], client: Client | None = None
+              ) -> list[Activity | None]:
+        """``found`` (each read from its part 0) with a sharded activity's numbers summed over
+        its parts, in one round trip (on ``client``, default the store's); None for one Redis
+        holds only some parts of."""
+        sharded = [a for a in found if a.shards > 1]
+        if not sharded:
+            return list(found)
+        pipe = (client or self.client).pipeline(transaction=False)
+        for activity in sharded:
+            for tag in part_tags(activity.id, activity.shards):
+                pipe.hmget(self.keys.meta(tag), PART_FIELDS)
+        replies = iter(pipe.execute())
+        summed = {a.id: whole(a, [next(replies) for _ in range(a.shards)]) for a in sharded}
+        return [summed[a.id] if a.shards > 1 else a for a in found]
+
+
+def whole(activity: Activity, parts: Sequence[Sequence[str | None]]) -> Activity | None:
+    """The activity with the whole's total and remaining, from its parts' ``PART_FIELDS``;
+    None if a part is missing (Redis lost it: it is rebuilt from the database)."""
+    if any(part[0] is None for part in parts):
+        return None
+    if activity.total is None:
+        return activity  # unlimited: nothing to count
+    total = sum(int(t or 0) + int(lent or 0) - int(borrowed or 0)
+                for t, _, _, lent, borrowed in parts)
+    sold = sum(int(part[2] or 0) for part in parts)
+    return dataclasses.replace(activity, total=total, remaining=total - sold)

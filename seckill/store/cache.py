@@ -97,6 +97,14 @@ class ActivityCache:
         if copy is not None and copy.activity is not None and copy.activity.remaining != remaining:
             copy.activity = dataclasses.replace(copy.activity, remaining=remaining)
 
+    def note_sold(self, aid: str, quantity: int) -> None:
+        """Count a sale of ``quantity`` units off the copy (a sharded activity, whose script
+        tells only one part's stock); the next refresh reads the whole again."""
+        copy = self._copies.get(aid)
+        if copy is not None and copy.activity is not None and copy.activity.remaining:
+            left = max(0, copy.activity.remaining - quantity)
+            copy.activity = dataclasses.replace(copy.activity, remaining=left)
+
     def forget(self, aid: str | None = None) -> None:
         """Drop the copy of ``aid`` (of every activity: None); the next request loads it."""
         with self._lock:
@@ -203,20 +211,30 @@ class ActivityCache:
             for aid, _ in batch:
                 pipe.hgetall(self.store.keys.meta(aid))
             replies = pipe.execute()
+            loaded: dict[str, Activity | None] = {}
+            for (aid, _), fields in zip(batch, replies, strict=True):
+                if not fields:
+                    continue
+                try:
+                    loaded[aid] = Activity.from_redis(aid, fields)
+                except (KeyError, ValueError) as exc:
+                    log.warning("activity %s has a malformed meta hash: %s", aid, exc)
+                    loaded[aid] = None
+            found = [a for a in loaded.values() if a is not None]
+            summed = {a.id: w for a, w in
+                      zip(found, self.store.whole(found, self._background), strict=True)}
             with self._lock:
-                for (aid, copy), fields in zip(batch, replies, strict=True):
+                for aid, copy in batch:
                     copy.read = False
                     if self._copies.get(aid) is not copy:
                         continue  # forgotten (and maybe loaded again) meanwhile: not ours
-                    if not fields:
+                    activity = summed.get(aid)
+                    if activity is None:
                         if copy.activity is not None:
-                            # Lost by Redis: the next request loads it, which rebuilds it
-                            # from the database. (An unknown id stays unknown.)
+                            # Lost by Redis (all of it, or a part of a sharded activity), or
+                            # malformed: the next request loads it, which rebuilds it from the
+                            # database. (An unknown id stays unknown.)
                             del self._copies[aid]
                         continue
-                    try:
-                        copy.activity = Activity.from_redis(aid, fields)
-                    except (KeyError, ValueError) as exc:
-                        log.warning("activity %s has a malformed meta hash: %s", aid, exc)
-                        del self._copies[aid]
+                    copy.activity = activity
         return len(due)

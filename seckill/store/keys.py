@@ -55,6 +55,34 @@ class KeySpace:
         """Hash: user id -> the amount of their live grab (packets activities)."""
         return f"{self.prefix}:{{{aid}}}:amounts"
 
+    def holds(self, aid: str) -> str:
+        """Sorted set (a payment window's): the held orders' ids, scored by their pay_by (ms)."""
+        return f"{self.prefix}:{{{aid}}}:holds"
+
+    def payments(self, aid: str) -> str:
+        """Hash (a payment window's): order id -> ``due|<qty>|<user>``,
+        ``paid|<paid ms>|<pay_by>|<ref>|<qty>|<user>`` or ``expired|<pay_by>|<qty>|<user>``."""
+        return f"{self.prefix}:{{{aid}}}:payments"
+
+    def expired(self, aid: str) -> str:
+        """Hash (a payment window's): user id -> their order that expired unpaid (they may
+        not buy again: ``hold_expired``)."""
+        return f"{self.prefix}:{{{aid}}}:expired"
+
+    def payment_keys(self, aid: str) -> list[str]:
+        """The KEYS a sale script adds for an activity with a payment window
+        (``lua/include/payment_hold.lua``)."""
+        return [self.holds(aid), self.payments(aid), self.expired(aid)]
+
+    def expire_keys(self, aid: str) -> list[str]:
+        """The KEYS of ``lua/expire.lua``."""
+        return [self.meta(aid), self.buyers(aid), self.cancelled(aid), self.orders(aid),
+                self.packets(aid), self.amounts(aid), *self.payment_keys(aid)]
+
+    def pay_keys(self, aid: str) -> list[str]:
+        """The KEYS of ``lua/pay.lua``."""
+        return [self.meta(aid), self.holds(aid), self.payments(aid), self.orders(aid)]
+
     def dead_letters(self, aid: str) -> str:
         """Stream: the entries the orders worker could not store, each with the reason."""
         return f"{self.prefix}:{{{aid}}}:dead"
@@ -68,9 +96,33 @@ class KeySpace:
         whether a replica has everything it read (seckill/worker/replicas.py)."""
         return f"{self.prefix}:{{{aid}}}:replicated"
 
+    def claims(self, tag: str) -> str:
+        """Hash (a part of a sharded activity): user id -> their claim while they borrow units
+        from the other parts, ``<claim id>|<units held>`` (``lua/purchase.lua``)."""
+        return f"{self.prefix}:{{{tag}}}:claims"
+
+    def transfers(self, tag: str) -> str:
+        """Hash (a part of a sharded activity): claim id -> ``<units>|<home tag>|<user>``, the
+        units this part lent (``lua/lend.lua``)."""
+        return f"{self.prefix}:{{{tag}}}:transfers"
+
+    def received(self, tag: str) -> str:
+        """Hash (a part of a sharded activity): ``<claim id>@<donor part>`` -> the units this
+        home part took in from that donor for that claim (each counted once)."""
+        return f"{self.prefix}:{{{tag}}}:received"
+
     def activity_keys(self, aid: str) -> list[str]:
-        """The KEYS of ``lua/purchase.lua``."""
+        """The KEYS of ``lua/purchase.lua`` (``aid``: a part's tag, for a sharded activity's
+        part; :meth:`part_keys` adds the claims)."""
         return [self.meta(aid), self.buyers(aid), self.orders(aid)]
+
+    def part_keys(self, tag: str) -> list[str]:
+        """The KEYS of ``lua/purchase.lua`` on a part of a sharded activity."""
+        return [self.meta(tag), self.buyers(tag), self.orders(tag), self.claims(tag)]
+
+    def settle_keys(self, tag: str) -> list[str]:
+        """The KEYS of ``lua/settle.lua``."""
+        return [*self.part_keys(tag), self.received(tag)]
 
     def grab_keys(self, aid: str) -> list[str]:
         """The KEYS of ``lua/grab.lua``."""
@@ -79,7 +131,7 @@ class KeySpace:
     def cancel_keys(self, aid: str) -> list[str]:
         """The KEYS of ``lua/cancel.lua``."""
         return [self.meta(aid), self.buyers(aid), self.cancelled(aid), self.orders(aid),
-                self.packets(aid), self.amounts(aid)]
+                self.packets(aid), self.amounts(aid), self.holds(aid), self.payments(aid)]
 
     def stock_returned_channel(self) -> str:
         """Pub/sub: an activity id is published here when units come back (cancel, restock),

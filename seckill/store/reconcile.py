@@ -48,6 +48,9 @@ def reconcile(restorer: Restorer, aid: str, repair: bool = False) -> dict[str, A
     """
     keys, client = restorer.keys, restorer.client
     activity = restorer.book.load_activity(aid)
+    if activity is not None and activity.shards > 1:
+        from seckill.store.reconcile_parts import reconcile_parts
+        return reconcile_parts(restorer, activity, repair)
     if not client.exists(keys.meta(aid)):
         if activity is None:
             raise errors.UnknownActivity(activity=aid)
@@ -66,7 +69,7 @@ def reconcile(restorer: Restorer, aid: str, repair: bool = False) -> dict[str, A
     pipe.xlen(keys.orders(aid))
     pipe.llen(keys.packets(aid))
     (total_raw, remaining_raw, sold_raw, given_raw), buyers, backlog, listed = pipe.execute()
-    told_redis = _told_by_redis(client, keys, aid)
+    told_redis = told_by_redis(client, keys, aid)
     in_flight = orders_in_flight(client, keys.orders(aid))
     stored = restorer.book.orders_of(aid)
     live, _ = live_and_cancelled(stored)
@@ -165,7 +168,7 @@ def _entries(client: Client, stream: str, ids: list[str]) -> list[Any]:
     return [entry for found in pipe.execute() for entry in found]
 
 
-def _told_by_redis(
+def told_by_redis(
     client: Client, keys: KeySpace, aid: str, users: list[str] | None = None
 ) -> dict[str, Told]:
     """Each buyer's order as Redis tells it (all of them, or ``users``)."""
@@ -199,7 +202,7 @@ def _mark_differences(
                 if disagree(told_redis.get(u, NO_ORDER), told_db.get(u, NO_ORDER), in_flight)]
     if not suspects:
         return {}
-    again = _told_by_redis(restorer.client, restorer.keys, aid, suspects)
+    again = told_by_redis(restorer.client, restorer.keys, aid, suspects)
     in_flight = orders_in_flight(restorer.client, restorer.keys.orders(aid))
     if in_flight is None:
         return None

@@ -20,15 +20,20 @@ from typing import Any
 from seckill.domain import errors, packets
 from seckill.domain.activities import PACKETS, Activity, now_ms
 from seckill.domain.orders import (
+    CONFIRMED,
+    DUE,
+    EXPIRED,
+    PAID,
     StoredOrder,
     live_and_cancelled,
     order_seq,
 )
 from seckill.sql.book import OrderBook
-from seckill.store.activities import ActivityStore
+from seckill.store.activities import PART_FIELDS, ActivityStore
 from seckill.store.connection import Client
 from seckill.store.keys import CONFIRMED_SUFFIX, KeySpace
 from seckill.store.scripts import Scripts
+from seckill.store.shards import part_tags
 
 log = logging.getLogger("seckill.recovery")
 
@@ -93,11 +98,26 @@ class Restorer:
         self.book = book
         self.wait_seconds = wait_seconds
 
+    def complete(self, aid: str) -> bool:
+        """Whether Redis holds the activity, every part of it if it is sharded."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.exists(self.keys.meta(aid))
+        pipe.hget(self.keys.meta(aid), "shards")
+        exists, shards = pipe.execute()
+        if not exists:
+            return False
+        if int(shards or 1) == 1:
+            return True
+        pipe = self.client.pipeline(transaction=False)
+        for tag in part_tags(aid, int(shards)):
+            pipe.exists(self.keys.meta(tag))
+        return all(pipe.execute())
+
     def ensure(self, aid: str) -> bool:
         """Make sure the activity's state is in Redis. Returns False if the database does not
         know the activity either; raises Unavailable if another gateway's rebuild is taking
         too long."""
-        if self.client.exists(self.keys.meta(aid)):
+        if self.complete(aid):
             return True
         if aid not in self.known:
             return False
@@ -107,7 +127,7 @@ class Restorer:
             try:
                 # Another gateway may have rebuilt between our EXISTS and our SET: rebuilding
                 # again would replace the buyers who bought since with the database's list.
-                if not self.client.exists(self.keys.meta(aid)):
+                if not self.complete(aid):
                     self.rebuild(aid)
             finally:
                 self.scripts.unlock(keys=[lock], args=[token])
@@ -115,7 +135,7 @@ class Restorer:
         deadline = time.monotonic() + self.wait_seconds
         while time.monotonic() < deadline:
             time.sleep(0.05)
-            if self.client.exists(self.keys.meta(aid)):
+            if self.complete(aid):
                 return True
         raise errors.Uninitialized()
 
@@ -125,6 +145,9 @@ class Restorer:
         activity = self.book.load_activity(aid)
         if activity is None:
             raise errors.UnknownActivity(activity=aid)
+        if activity.shards > 1:
+            return rebuild_parts(self.client, self.keys, self.scripts, activity,
+                                 self.book.orders_of(aid))
         stored = self.book.orders_of(aid)
         live, cancelled = live_and_cancelled(stored)
         sold = sum(o.quantity for o in live.values())
@@ -140,8 +163,8 @@ class Restorer:
         buyers_key, cancelled_key = self.keys.buyers(aid), self.keys.cancelled(aid)
         amounts_key = self.keys.amounts(aid)
         pipe = self.client.pipeline(transaction=False)
-        for stale in (buyers_key, cancelled_key, amounts_key):  # one DEL each (a cluster
-            pipe.delete(stale)  # pipeline refuses a DEL of several keys, even in one slot)
+        for stale in (buyers_key, cancelled_key, amounts_key, *self.keys.payment_keys(aid)):
+            pipe.delete(stale)  # one DEL each: a cluster pipeline refuses a DEL of several keys
         for chunk in _chunks([(u, o.order_id + CONFIRMED_SUFFIX) for u, o in live.items()]):
             pipe.hset(buyers_key, mapping=dict(chunk))
         cancelled_only = [(u, o.order_id) for u, o in cancelled.items() if u not in live]
@@ -151,11 +174,14 @@ class Restorer:
             grabbed = [(u, str(o.amount)) for u, o in live.items() if o.amount is not None]
             for chunk in _chunks(grabbed):
                 pipe.hset(amounts_key, mapping=dict(chunk))
+        paid, expired = restore_payments(pipe, self.keys, aid, stored)
         pipe.execute()
 
         restored = dataclasses.replace(activity, remaining=remaining)
         fields = restored.redis_fields(now_ms())
         fields = _set_field(_set_field(fields, "sold", sold), "seq", seq)
+        if activity.payment_window:
+            fields = _set_field(_set_field(fields, "paid", paid), "expired", expired)
         # Meta last: until it exists every purchase answers "uninitialized", so nobody can buy
         # against a half-restored buyer list.
         given: int | None = None
@@ -175,6 +201,140 @@ class Restorer:
         )
         return RebuildReport(aid, bool(created), activity.total, remaining, sold, len(live),
                              len(cancelled_only), given)
+
+
+def rebuild_parts(client: Client, keys: KeySpace, scripts: Scripts, activity: Activity,
+                  stored: list[StoredOrder]) -> RebuildReport:
+    """Write the parts of a sharded activity that Redis lost, from the database and the parts
+    it still holds (those are left as they are: their buyers and pending orders are newer
+    than the database's). A lost part gets its buyers' live orders from the database, the
+    units the surviving parts lent to it (received now: its own record of them is gone), and
+    a share of what the database's total leaves once the surviving parts' totals and the
+    units in transit between them are counted. Its lent/borrowed counters are set so that the
+    whole's total, sum(total + lent - borrowed), is the database's again."""
+    aid, shards = activity.id, activity.shards
+    tags = part_tags(aid, shards)
+    pipe = client.pipeline(transaction=False)
+    for tag in tags:
+        pipe.hmget(keys.meta(tag), PART_FIELDS)
+        pipe.hgetall(keys.transfers(tag))
+    replies = pipe.execute()
+    fields_of, transfers = replies[0::2], replies[1::2]
+    lost = [j for j, found in enumerate(fields_of) if found[0] is None]
+    live, cancelled = live_and_cancelled(stored)
+    if not lost:
+        return RebuildReport(aid, False, activity.total, None, 0, 0, 0)
+    in_transit, delivered = _transfers(client, keys, tags, lost, transfers)
+    homes = {uid: part_of_order(o.order_id, shards) for uid, o in live.items()}
+    sold = {j: sum(o.quantity for u, o in live.items() if homes[u] == j) for j in lost}
+    kept = [[int(v or 0) for v in fields_of[j]] for j in range(shards) if j not in lost]
+    totals: dict[int, int | None] = dict.fromkeys(lost)
+    left: int | None = None
+    if activity.total is not None:
+        # What the lost parts held together: the total less the surviving parts' totals and
+        # the units in transit between them (what was lent to a lost part is in here).
+        left = activity.total - sum(p[0] for p in kept) - in_transit - sum(sold.values())
+        if left < 0:
+            log.error("activity %s: the lost parts' buyers hold %d units more than the total "
+                      "leaves them; their parts are rebuilt with none left", aid, -left)
+            left = 0
+        base, extra = divmod(left, len(lost))
+        totals = {j: sold[j] + base + (1 if rank < extra else 0) for rank, j in enumerate(lost)}
+        # The counters: sum(total + lent - borrowed) over every part is the database's total.
+        net = activity.total - sum(p[0] + p[3] - p[4] for p in kept) - sum(
+            t for t in totals.values() if t is not None)
+    seqs = {j: j for j in lost}
+    for order in stored:
+        part = order_seq(order.order_id) % shards
+        if part in seqs:
+            seqs[part] = max(seqs[part], order_seq(order.order_id))
+    now = now_ms()
+    for j in sorted(lost, reverse=True):  # part 0 (the activity's own meta) last
+        tag = tags[j]
+        pipe = client.pipeline(transaction=False)
+        for stale in (keys.buyers(tag), keys.cancelled(tag), keys.claims(tag),
+                      keys.received(tag), keys.transfers(tag), *keys.payment_keys(tag)):
+            pipe.delete(stale)
+        mine = [(u, o.order_id + CONFIRMED_SUFFIX) for u, o in live.items() if homes[u] == j]
+        for chunk in _chunks(mine):
+            pipe.hset(keys.buyers(tag), mapping=dict(chunk))
+        gone = [(u, o.order_id) for u, o in cancelled.items()
+                if u not in live and part_of_order(o.order_id, shards) == j]
+        for chunk in _chunks(gone):
+            pipe.hset(keys.cancelled(tag), mapping=dict(chunk))
+        paid, expired = restore_payments(
+            pipe, keys, tag, [o for o in stored if part_of_order(o.order_id, shards) == j])
+        for receipt, units in delivered.get(j, []):
+            pipe.hset(keys.received(tag), receipt, units)
+        pipe.execute()
+        fields = activity.part_fields(j, totals[j], now)
+        fields = _set_field(_set_field(fields, "sold", sold[j]), "seq", seqs[j])
+        if activity.payment_window:
+            fields = _set_field(_set_field(fields, "paid", paid), "expired", expired)
+        total = totals[j]
+        if total is not None:
+            fields = _set_field(fields, "remaining", total - sold[j])
+            if j == lost[0]:
+                fields = _set_field(_set_field(fields, "lent", max(net, 0)),
+                                    "borrowed", max(-net, 0))
+        scripts.create_activity(keys=[keys.meta(tag)], args=fields)
+    log.warning("activity %s: parts %s rebuilt from the database: %s units left to them, "
+                "%s in transit between the others", aid, lost, left, in_transit)
+    return RebuildReport(aid, True, activity.total, left, sum(sold.values()),
+                         sum(1 for u in live if homes[u] in sold), 0)
+
+
+def _transfers(client: Client, keys: KeySpace, tags: tuple[str, ...], lost: list[int],
+               transfers: list[dict[str, str]]
+               ) -> tuple[int, dict[int, list[tuple[str, int]]]]:
+    """What the surviving parts lent: the units in transit to another surviving part (not
+    received there yet), and per lost part the receipts of what was lent to it (its
+    ``received`` fields, "<claim id>@<donor part>", and units)."""
+    index = {tag: j for j, tag in enumerate(tags)}
+    records = [(f"{claim}@{j}", value.split("|")) for j, found in enumerate(transfers)
+               if j not in lost for claim, value in found.items()]
+    delivered: dict[int, list[tuple[str, int]]] = {}
+    between = []
+    for receipt, (units, home, _) in records:
+        if index.get(home) in lost:
+            delivered.setdefault(index[home], []).append((receipt, int(units)))
+        else:
+            between.append((receipt, home, int(units)))
+    pipe = client.pipeline(transaction=False)
+    for receipt, home, _ in between:
+        pipe.hexists(keys.received(home), receipt)
+    received = pipe.execute() if between else []
+    in_transit = sum(units for (_, _, units), done in zip(between, received, strict=True)
+                     if not done)
+    return in_transit, delivered
+
+
+def restore_payments(pipe: Any, keys: KeySpace, tag: str,
+                     stored: list[StoredOrder]) -> tuple[int, int]:
+    """Queue on ``pipe`` the payment window's state of ``stored`` (the orders of one activity,
+    or of one part): each due order held again until its pay_by (one already past expires at
+    the next expiry round), paid and expired records, and the buyers whose hold expired.
+    Returns (orders paid, orders expired), the meta's counters."""
+    paid = expired = 0
+    for order in stored:
+        rest = f"{order.quantity}|{order.user_id}"
+        if order.payment == DUE and order.status == CONFIRMED and order.pay_by is not None:
+            pipe.zadd(keys.holds(tag), {order.order_id: order.pay_by})
+            pipe.hset(keys.payments(tag), order.order_id, f"due|{rest}")
+        elif order.payment == PAID:
+            pipe.hset(keys.payments(tag), order.order_id, f"paid|{order.paid_ms or 0}|"
+                      f"{order.pay_by or 0}|{order.payment_ref or ''}|{rest}")
+            paid += 1
+        elif order.payment == EXPIRED:
+            pipe.hset(keys.payments(tag), order.order_id, f"expired|{order.pay_by or 0}|{rest}")
+            pipe.hset(keys.expired(tag), order.user_id, order.order_id)
+            expired += 1
+    return paid, expired
+
+
+def part_of_order(order_id: str, shards: int) -> int:
+    """The part an order was recorded on: its sequence number mod the number of parts."""
+    return order_seq(order_id) % shards
 
 
 def unclaimed_packets(activity: Activity, live: list[StoredOrder]) -> tuple[list[int], int]:

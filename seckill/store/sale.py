@@ -80,13 +80,22 @@ class SaleState:
         """The script's decision on a purchase the edge let through, folded into this
         process's copy and flag; a refusal is raised as its ``errors`` exception."""
         try:
-            bought = self.stock.purchase(activity.id, uid, quantity, activity.kind)
+            bought = self.stock.purchase(activity.id, uid, quantity, activity.kind,
+                                         activity.shards, activity.payment_window)
         except errors.SoldOut:
+            # A sharded activity says so only once every part was asked and had nothing.
             self.cache.note_remaining(activity.id, 0)
-            self.board.mark(activity.id)
+            self.board.mark(activity.id, activity.shards)
             raise
-        self.cache.note_remaining(activity.id, bought.remaining)
+        if activity.shards == 1:
+            self.cache.note_remaining(activity.id, bought.remaining)
+        else:  # a sharded purchase tells one part's stock, not the whole's: count it off
+            self.cache.note_sold(activity.id, bought.quantity)
         self.board.note_sale(activity.id)
+        if bought.remaining == 0 or activity.shards > 1:
+            # This copy may now say sold out with no flag raised anywhere: hear when units
+            # come back (a cancel, a restock, an unpaid hold expiring), not a refresh later.
+            self.board.ensure_listening(wait=False)
         return bought
 
     def returned(self, aid: str) -> None:

@@ -43,3 +43,11 @@ class Scripts:
         self.unlock: Script = client.register_script(lua_source("unlock"))
         self.restock: Script = client.register_script(lua_source("restock"))
         self.rate_limit: Script = client.register_script(lua_source("rate_limit"))
+        # Sharded stock (seckill/store/shards.py): borrowing between parts, and its repairs.
+        self.lend: Script = client.register_script(lua_source("lend"))
+        self.settle: Script = client.register_script(lua_source("settle"))
+        self.receive: Script = client.register_script(lua_source("receive"))
+        self.release_claim: Script = client.register_script(lua_source("release_claim"))
+        # The payment window (seckill/store/payments.py).
+        self.pay: Script = client.register_script(lua_source("pay"))
+        self.expire: Script = client.register_script(lua_source("expire"))

@@ -25,12 +25,15 @@ from redis.client import PubSub
 from seckill.domain import errors
 from seckill.store.connection import Client, background_client, close_client
 from seckill.store.keys import KeySpace, split_buyer_entry
+from seckill.store.shards import part_tags
 
 log = logging.getLogger("seckill.soldout")
 
 # The meta fields a flag is verified against: a sale bumps seq (and sold), a cancellation
 # lowers sold and raises remaining, a restock moves remaining.
 STATE_FIELDS = ("remaining", "sold", "seq")
+# A part of a sharded activity: also the units held by claims and those lent and received.
+PART_STATE_FIELDS = (*STATE_FIELDS, "held", "lent", "borrowed")
 
 State = tuple[str | None, ...]
 
@@ -41,9 +44,11 @@ class _Flag:
     many to hold), whether a request consulted it since the last check (and for how many
     checks none did), and when a request last re-checked it in the background's stead."""
 
-    __slots__ = ("idle", "rechecked", "state", "used", "winners")
+    __slots__ = ("idle", "rechecked", "state", "tags", "used", "winners")
 
-    def __init__(self, state: State, winners: dict[str, dict[str, Any]] | None) -> None:
+    def __init__(self, state: State, winners: dict[str, dict[str, Any]] | None,
+                 tags: tuple[str, ...]) -> None:
+        self.tags = tags  # the activity's parts (its own tag alone, unsharded)
         self.state = state
         self.winners = winners
         self.used = True
@@ -131,8 +136,9 @@ class SoldOutBoard:
 
     # -- learning and forgetting ---------------------------------------------------------
 
-    def mark(self, aid: str) -> None:
-        """The script said sold out: flag it here, with the winners if they are few enough."""
+    def mark(self, aid: str, shards: int = 1) -> None:
+        """The script said sold out: flag it here, with the winners if they are few enough
+        (a sharded activity: only if every part is empty, nothing held or in transit)."""
         self.ensure_listening()
         if aid in self._flags:
             return  # raised meanwhile by another request; the background check keeps it honest
@@ -144,8 +150,13 @@ class SoldOutBoard:
                 return
             self._marking.add(aid)
         clears = self._clears
+        tags = part_tags(aid, shards)
         try:
-            state, winners = self._read_state(aid)
+            if shards > 1:
+                state, winners, empty = self._read_parts(tags)
+            else:
+                state, winners = self._read_state(aid)
+                empty = state[0] == "0"
         except redis.RedisError as exc:
             log.warning("no sold-out flag for %s (%s: %s)", aid, type(exc).__name__, exc)
             return
@@ -155,8 +166,8 @@ class SoldOutBoard:
         # being read (perhaps this activity's, for a change the read came too early to see):
         # no flag, the next "sold out" raises it. (A drop between here and the assignment is
         # caught by the background check.)
-        if state[0] == "0" and clears == self._clears:
-            self._flags[aid] = _Flag(state, winners)
+        if empty and clears == self._clears:
+            self._flags[aid] = _Flag(state, winners, tags)
 
     def _read_state(self, aid: str) -> tuple[State, dict[str, dict[str, Any]] | None]:
         buyers = self.keys.buyers(aid)
@@ -179,6 +190,30 @@ class SoldOutBoard:
                 won["amount"] = int(amounts[uid])
             winners[uid] = won
         return tuple(replies[0]), winners
+
+    def _read_parts(self, tags: tuple[str, ...]
+                    ) -> tuple[State, dict[str, dict[str, Any]] | None, bool]:
+        """A sharded activity's state, part by part (each part's fields and winners in one
+        MULTI: a part changed between two reads changes the state, so the flag is dropped at
+        the next check), and whether the whole is empty."""
+        state: list[str | None] = []
+        winners: dict[str, dict[str, Any]] | None = {}
+        for tag in tags:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.hmget(self.keys.meta(tag), PART_STATE_FIELDS)
+            pipe.hgetall(self.keys.buyers(tag))
+            fields, raw = pipe.execute()
+            state.extend(fields)
+            if winners is not None:
+                winners.update({uid: {"order_id": split_buyer_entry(value)[0]}
+                                for uid, value in raw.items()})
+                if len(winners) > self.max_winners:
+                    winners = None
+        width = len(PART_STATE_FIELDS)
+        parts = [state[i : i + width] for i in range(0, len(state), width)]
+        empty = all(p[0] == "0" and (p[3] or "0") == "0" for p in parts) and (
+            sum(int(p[4] or 0) for p in parts) == sum(int(p[5] or 0) for p in parts))
+        return tuple(state), winners, empty
 
     def note_sale(self, aid: str) -> None:
         """A purchase went through: whatever this process believed, the activity is not sold
@@ -215,11 +250,14 @@ class SoldOutBoard:
         """Read the flagged activities' state (one round trip); drop the flags it no longer
         matches."""
         pipe = client.pipeline(transaction=False)
-        for aid, _ in flags:
-            pipe.hmget(self.keys.meta(aid), STATE_FIELDS)
-        replies = pipe.execute()
-        for (aid, flag), state in zip(flags, replies, strict=True):
-            if tuple(state) != flag.state and self._flags.get(aid) is flag:
+        for _, flag in flags:
+            fields = STATE_FIELDS if len(flag.tags) == 1 else PART_STATE_FIELDS
+            for tag in flag.tags:
+                pipe.hmget(self.keys.meta(tag), fields)
+        replies = iter(pipe.execute())
+        for aid, flag in flags:
+            state = tuple(v for _ in flag.tags for v in next(replies))
+            if state != flag.state and self._flags.get(aid) is flag:
                 self.clear(aid)
 
     # -- the pub/sub listener ------------------------------------------------------------

@@ -26,6 +26,8 @@ from seckill.store.durability import Durability
 from seckill.store.keys import KeySpace, split_buyer_entry
 from seckill.store.recovery import Restorer
 from seckill.store.scripts import Scripts
+from seckill.store.sharded import ShardedPurchases, numbers, restock_refusal
+from seckill.store.shards import home_part, part_tags
 
 log = logging.getLogger("seckill.stock")
 
@@ -54,6 +56,8 @@ class StockService:
         # The per-user purchase limit, (limit, window ms) per rate, counted by the purchase
         # script itself (lua/include/rate_limit.lua): the purchase stays one round trip.
         self.rates = tuple(rates)
+        self.sharded = ShardedPurchases(self._run, keys, scripts, self._restore)
+        self._shards: dict[str, int] = {}  # activity id -> its number of parts (fixed)
 
     # -- the decision ------------------------------------------------------------------
 
@@ -75,21 +79,30 @@ class StockService:
             )
         return reply
 
-    def purchase(self, aid: str, uid: str, quantity: int, kind: str = STOCK) -> Purchase:
+    def purchase(self, aid: str, uid: str, quantity: int, kind: str = STOCK,
+                 shards: int = 1, window: int = 0) -> Purchase:
         """Buy units (``lua/purchase.lua``) or, for a packets activity, grab one packet
         (``lua/grab.lua``). ``kind`` is what the caller's copy of the activity says; each script
-        checks it, and a copy that was wrong costs one more round trip, never a wrong sale."""
+        checks it, and a copy that was wrong costs one more round trip, never a wrong sale.
+        ``shards`` (fixed at creation): a sharded activity buys on the buyer's home part
+        (``seckill.store.sharded``); ``remaining`` is then that part's, not the whole's.
+        ``window`` (a payment window, seconds; fixed at creation): the scripts get its keys,
+        and the order is held until paid (``seckill.store.payments``)."""
+        if shards > 1:
+            return _outcome(self.sharded.purchase(aid, uid, quantity, shards, self.rates,
+                                                  window), quantity, False)
         args: list[Any] = [uid, quantity, aid]
         rate_keys = [self.keys.rate(aid, "purchase", uid, window) for _, window in self.rates]
         rate_args = [n for rate in self.rates for n in rate]
         restored = False
         reply: Any = None
-        for _ in range(3):  # at most one rebuild and one change of script
+        for _ in range(4):  # at most one rebuild, one change of script, one of keys
+            held = self.keys.payment_keys(aid) if window else []
             if kind == PACKETS:
-                keys = self.keys.grab_keys(aid)
+                keys = self.keys.grab_keys(aid) + held
                 reply = self._run(self.scripts.grab, keys + rate_keys, args + rate_args)
             else:
-                keys = self.keys.activity_keys(aid)
+                keys = self.keys.activity_keys(aid) + held
                 reply = self._run(self.scripts.purchase, keys + rate_keys, args + rate_args)
             rate_keys, rate_args = [], []  # a retry of this attempt is not counted again
             if reply[0] == "uninitialized" and not restored:
@@ -97,9 +110,35 @@ class StockService:
                 restored = True
             elif reply[0] == "wrong_kind" and str(reply[1]) != kind:
                 kind = str(reply[1])
+            elif reply[0] == "payment_keys" and not window:
+                window = 1  # this process's copy did not know the window: pass its keys
             else:
                 break
-        return _outcome(reply, quantity)
+        return _outcome(reply, quantity, kind == PACKETS)
+
+    def shards(self, aid: str) -> int:
+        """The activity's number of parts (1: unsharded), from Redis or the database."""
+        known = self._shards.get(aid)
+        if known is not None:
+            return known
+        try:
+            raw = self.client.hget(self.keys.meta(aid), "shards")
+        except redis.RedisError as exc:
+            raise errors.Unavailable(detail=type(exc).__name__) from exc
+        if raw is None:
+            activity = self.book.load_activity(aid)
+            if activity is None:
+                return 1  # unknown here: the caller finds out
+            count = activity.shards
+        else:
+            count = int(raw)
+        self._shards[aid] = count
+        return count
+
+    def home_tag(self, aid: str, uid: str) -> str:
+        """The hash tag of the part holding ``uid``'s order (the activity's own: unsharded)."""
+        shards = self.shards(aid)
+        return part_tags(aid, shards)[home_part(uid, shards)]
 
     def _restore(self, aid: str) -> None:
         try:
@@ -113,11 +152,12 @@ class StockService:
     def order_status(self, aid: str, uid: str, restore: bool = True) -> OrderStatus:
         """A buyer's order on an activity, from Redis (the activity rebuilt if Redis lost it)."""
         try:
+            tag = self.home_tag(aid, uid)
             pipe = self.client.pipeline(transaction=False)
-            pipe.hget(self.keys.buyers(aid), uid)
-            pipe.hget(self.keys.cancelled(aid), uid)
-            pipe.exists(self.keys.meta(aid))
-            pipe.hget(self.keys.amounts(aid), uid)
+            pipe.hget(self.keys.buyers(tag), uid)
+            pipe.hget(self.keys.cancelled(tag), uid)
+            pipe.exists(self.keys.meta(tag))
+            pipe.hget(self.keys.amounts(tag), uid)
             live, cancelled, initialized, amount = pipe.execute()
         except redis.RedisError as exc:
             raise errors.Unavailable(detail=type(exc).__name__) from exc
@@ -139,7 +179,14 @@ class StockService:
         stored = self.book.find_order(order_id)
         if stored is not None:
             return stored.user_id, stored.quantity, stored.status
-        stream = self.keys.orders(aid)
+        shards = self.shards(aid)
+        for tag in part_tags(aid, shards):
+            found = self._find_in_stream(order_id, self.keys.orders(tag))
+            if found is not None:
+                return found
+        raise errors.UnknownOrder(order_id=order_id)
+
+    def _find_in_stream(self, order_id: str, stream: str) -> tuple[str, int, str | None] | None:
         start = "-"
         for _ in range(10_000):  # bounded: the pending backlog, 500 entries at a time
             entries: Any = self.client.xrange(stream, min=start, max="+", count=500)
@@ -149,7 +196,7 @@ class StockService:
             if len(entries) < 500:
                 break
             start = "(" + str(entries[-1][0])
-        raise errors.UnknownOrder(order_id=order_id)
+        return None
 
     def cancel(self, order_id: str) -> int | None:
         """Cancel an order: stock back, buyer slot freed. Returns the new remaining stock."""
@@ -162,7 +209,9 @@ class StockService:
             raise errors.Unavailable(detail=type(exc).__name__) from exc
         if db_status == CANCELLED:
             raise errors.AlreadyCancelled(order_id=order_id)
-        keys, args = self.keys.cancel_keys(aid), [order_id, uid, quantity, aid]
+        # A sharded activity's order lives on its buyer's home part, and its units go back
+        # there: that part's stock, whichever part they were borrowed from.
+        keys, args = self.keys.cancel_keys(self.home_tag(aid, uid)), [order_id, uid, quantity, aid]
         reply = self._run(self.scripts.cancel, keys, args)
         if reply[0] == "uninitialized":
             self._restore(aid)
@@ -184,6 +233,9 @@ class StockService:
         self.book.mark_cancelled(order_id)
         self.announce_stock_returned(aid)
         remaining = int(reply[1])
+        if self.shards(aid) > 1:  # the home part's: the whole's is what the caller wants
+            total, sold, _ = numbers(self.sharded.parts(self.client, aid, self.shards(aid)))
+            remaining = total - sold if total >= 0 else -1
         return None if remaining < 0 else remaining
 
     def restock(self, aid: str, add: int) -> tuple[int, int]:
@@ -193,28 +245,22 @@ class StockService:
         total over ``MAX_TOTAL`` (what an activity may be created with). The database's total
         follows, so a rebuild from the database restores the new total.
         """
+        shards = self.shards(aid)
         keys, args = [self.keys.meta(aid)], [add, MAX_TOTAL]
+        reply: Any
         try:
-            reply = self.scripts.restock(keys=keys, args=args)
-            if reply[0] == "uninitialized":
-                self._restore(aid)
+            if shards > 1:
+                self.sharded.restock(self.client, aid, add, shards)
+                total, sold, _ = numbers(self.sharded.parts(self.client, aid, shards))
+                reply = ["ok", total, total - sold]
+            else:
                 reply = self.scripts.restock(keys=keys, args=args)
+                if reply[0] == "uninitialized":
+                    self._restore(aid)
+                    reply = self.scripts.restock(keys=keys, args=args)
         except redis.RedisError as exc:
             raise errors.Unavailable(detail=type(exc).__name__) from exc
-        if reply[0] == "insufficient_stock":
-            raise errors.InsufficientStock(
-                f"only {int(reply[1])} units are unsold", remaining=int(reply[1])
-            )
-        if reply[0] == "over_maximum":
-            raise errors.BadRequest(
-                f"add {add} would take the total from {int(reply[1])} to {int(reply[1]) + add}, "
-                f"over {MAX_TOTAL}, the largest total an activity may have", field="add",
-                total=int(reply[1]),
-            )
-        if reply[0] == "not_countable":
-            raise errors.BadRequest("unlimited stock and packets cannot be restocked")
-        if reply[0] != "ok":
-            raise errors.SeckillError(f"unexpected script reply {reply[0]!r}")
+        restock_refusal(reply, add)
         total, remaining = int(reply[1]), int(reply[2])
         self.book.set_total(aid, total)
         if add > 0:
@@ -223,6 +269,7 @@ class StockService:
 
     def announce_stock_returned(self, aid: str) -> None:
         """Tell every process that units of ``aid`` came back (they drop its sold-out flag)."""
+        self.sharded.forget(aid)
         try:
             self.client.publish(self.keys.stock_returned_channel(), aid)
         except redis.RedisError:
@@ -231,6 +278,21 @@ class StockService:
 
     def stats(self, aid: str) -> Stats | None:
         """An activity's numbers, from Redis and the database; None if the activity is unknown."""
+        shards = self.shards(aid)
+        if shards > 1:
+            parts = self.sharded.parts(self.client, aid, shards)
+            if any(part[0] is None for part in parts):
+                if not self.restorer.ensure(aid):
+                    return None
+                parts = self.sharded.parts(self.client, aid, shards)
+            total, sold, buyers = numbers(parts)
+            counts = self.book.counts(aid)
+            return Stats(
+                total=None if total < 0 else total,
+                remaining=None if total < 0 else total - sold,
+                sold=sold, buyers=buyers, pending=max(0, buyers - counts["confirmed"]),
+                confirmed=counts["confirmed"], cancelled=counts["cancelled"],
+            )
         pipe = self.client.pipeline(transaction=False)
         pipe.hmget(self.keys.meta(aid), "total", "remaining", "sold", "kind", "amount",
                    "amount_given")
@@ -256,15 +318,19 @@ class StockService:
 
 
 def _wrote(reply: Any) -> bool:
-    return bool(reply) and reply[0] == "ok"
+    """Whether a script's reply says it changed something (then it is confirmed on disk):
+    a purchase, a cancel, a first payment (a repeated one answers with "again")."""
+    return bool(reply) and (reply[0] == "ok" or (reply[0] == "paid" and len(reply) == 3))
 
 
-def _outcome(reply: list[Any], quantity: int) -> Purchase:
+def _outcome(reply: list[Any], quantity: int, packets: bool) -> Purchase:
     kind = reply[0]
     if kind == "ok":
         remaining = int(reply[2])
-        amount = int(reply[3]) if len(reply) > 3 else None
-        return Purchase(str(reply[1]), quantity, None if remaining < 0 else remaining, amount)
+        amount = int(reply[3]) if packets else None
+        tail = reply[4:] if packets else reply[3:]  # pay_by, with a payment window
+        return Purchase(str(reply[1]), quantity, None if remaining < 0 else remaining, amount,
+                        int(tail[0]) if tail else None)
     if kind == "already_purchased":
         order_id = split_buyer_entry(str(reply[1]))[0]
         if len(reply) > 2 and reply[2] is not None:
@@ -286,4 +352,8 @@ def _outcome(reply: list[Any], quantity: int) -> Purchase:
         )
     if kind == "uninitialized":
         raise errors.Uninitialized()
+    if kind == "in_progress":
+        raise errors.PurchaseInProgress()
+    if kind == "hold_expired":
+        raise errors.HoldExpired(order_id=str(reply[1]))
     raise errors.SeckillError(f"unexpected script reply {kind!r}")

@@ -67,7 +67,8 @@ def _user(limits: ColdLimits) -> Blueprint:
     def order_status(aid: str) -> dict[str, Any]:
         found = services()
         found.cache.require(aid)
-        return found.stock.order_status(aid, edge.passage().require_uid()).body()
+        status = found.stock.order_status(aid, edge.passage().require_uid())
+        return found.payments.annotate(aid, status).body()
 
     return bp
 
@@ -115,15 +116,26 @@ def _admin(limits: ColdLimits) -> Blueprint:
             found.sale.returned(aid)
         return {"status": "cancelled", "order_id": order_id}
 
+    @bp.post("/admin/orders/<order_id>/pay")
+    @edge.filters(edge.ADMIN)
+    def pay_order(order_id: str) -> dict[str, Any]:
+        body = _json_body(allow_empty=False)
+        if not isinstance(body, dict) or set(body) != {"payment_ref"}:
+            raise errors.BadRequest('the body must be {"payment_ref": <string>}')
+        paid: dict[str, Any] = services().payments.pay(order_id, body["payment_ref"])
+        return paid
+
     @bp.get("/admin/activities/<aid>/stats")
     @edge.filters(edge.ADMIN)
     def stats(aid: str) -> dict[str, Any]:
         if not is_activity_id(aid):
             raise errors.UnknownActivity(activity=aid[:80])
-        found = services().stock.stats(aid)
-        if found is None:
+        found = services()
+        stats = found.stock.stats(aid)
+        if stats is None:
             raise errors.UnknownActivity(activity=aid)
-        return found.body()
+        payments = found.payments.counts(aid)
+        return (stats if payments is None else dataclasses.replace(stats, payments=payments)).body()
 
     return bp
 

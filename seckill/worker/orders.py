@@ -26,12 +26,13 @@ import sqlalchemy as sa
 
 from seckill import metrics
 from seckill.domain.activities import is_activity_id, now_ms
-from seckill.domain.entries import Cancel, Poison, parse_entry
+from seckill.domain.entries import Cancel, Paid, Poison, parse_entry
 from seckill.domain.orders import OrderRow
 from seckill.sql.book import OrderBook
 from seckill.store.connection import Client
 from seckill.store.keys import KeySpace, hash_tag
 from seckill.store.scripts import Scripts
+from seckill.store.shards import activity_of_tag, part_tags
 from seckill.worker import groups, replicas, streams
 from seckill.worker.groups import GROUP
 from seckill.worker.stop import StopFlag
@@ -106,16 +107,17 @@ class OrdersWorker:
             log.error("database unavailable (%s); cannot look for new activities yet",
                       exc.orig or exc)
             known = {}
-        self.retirement.ends.update(known)
+        self.retirement.ends.update({aid: ends for aid, (ends, _) in known.items()})
         now = now_ms()
-        for aid in known:
-            stream = self.keys.orders(aid)
-            if stream in self._streams or stream in self.retirement.retired:
-                continue
-            if self.retirement.ended(aid, now):
-                self.retirement.add(stream, aid)
-            else:
-                self._streams[stream] = aid
+        for aid, (_, shards) in known.items():
+            for tag in part_tags(aid, shards):  # a sharded activity: one stream per part
+                stream = self.keys.orders(tag)
+                if stream in self._streams or stream in self.retirement.retired:
+                    continue
+                if self.retirement.ended(aid, now):
+                    self.retirement.add(stream, aid)
+                else:
+                    self._streams[stream] = aid
         self.ensure_groups()
 
     def retire(self) -> None:
@@ -218,7 +220,7 @@ class OrdersWorker:
                                              self.replica_timeout_ms)
             self._own_pending = self._own_pending or held
         rows: list[tuple[str, str, OrderRow]] = []
-        cancels: list[tuple[str, str, Cancel]] = []
+        cancels: list[tuple[str, str, Cancel | Paid]] = []
         seen = 0
         for stream, entries in batch:
             aid = self._streams.get(stream) or _aid_of_stream(stream)
@@ -229,7 +231,7 @@ class OrdersWorker:
                 except Poison as exc:
                     self.dead_letter(stream, aid, entry_id, fields, str(exc))
                     continue
-                if isinstance(parsed, Cancel):
+                if isinstance(parsed, Cancel | Paid):
                     cancels.append((stream, entry_id, parsed))
                 else:
                     rows.append((stream, entry_id, parsed))
@@ -240,7 +242,7 @@ class OrdersWorker:
     def store(
         self,
         rows: list[tuple[str, str, OrderRow]],
-        cancels: list[tuple[str, str, Cancel]],
+        cancels: list[tuple[str, str, Cancel | Paid]],
         stop: StopFlag | None,
     ) -> None:
         """Store and acknowledge a batch (one transaction), retrying while the database is down."""
@@ -248,7 +250,7 @@ class OrdersWorker:
         while True:
             try:
                 conflicted = self.book.store_batch(
-                    [r for _, _, r in rows], [(c.order_id, c.at_ms) for _, _, c in cancels]
+                    [r for _, _, r in rows], [c for _, _, c in cancels]
                 )
                 break
             except sa.exc.OperationalError as exc:
@@ -274,7 +276,7 @@ class OrdersWorker:
         self._acknowledge(stored, cancels)
 
     def _store_one_by_one(
-        self, rows: list[tuple[str, str, OrderRow]], cancels: list[tuple[str, str, Cancel]]
+        self, rows: list[tuple[str, str, OrderRow]], cancels: list[tuple[str, str, Cancel | Paid]]
     ) -> None:
         for stream, entry_id, row in rows:
             try:
@@ -293,13 +295,13 @@ class OrdersWorker:
                 self._acknowledge([(stream, entry_id, row)], [])
         for stream, entry_id, cancel in cancels:
             try:
-                self.book.store_batch([], [(cancel.order_id, cancel.at_ms)])
+                self.book.store_batch([], [cancel])
             except sa.exc.DBAPIError:
                 continue
             self._acknowledge([], [(stream, entry_id, cancel)])
 
     def _acknowledge(
-        self, rows: list[tuple[str, str, OrderRow]], cancels: list[tuple[str, str, Cancel]]
+        self, rows: list[tuple[str, str, OrderRow]], cancels: list[tuple[str, str, Cancel | Paid]]
     ) -> None:
         """Mark the stored orders confirmed and acknowledge their entries: one atomic script
         per stream (``lua/confirm.lua``), so an acknowledged order is never left unmarked."""
@@ -311,8 +313,7 @@ class OrdersWorker:
         for stream, entry_id, _ in cancels:
             ids.setdefault(stream, []).append(entry_id)
         for stream, acked in ids.items():
-            aid = self._streams.get(stream) or _aid_of_stream(stream)
-            self.scripts.confirm(keys=[self.keys.buyers(aid), stream],
+            self.scripts.confirm(keys=[self.keys.buyers(hash_tag(stream)), stream],
                                  args=[GROUP, len(acked), *acked, *pairs.get(stream, [])])
         metrics.ORDERS_STORED.inc(len(rows))
 
@@ -323,8 +324,8 @@ class OrdersWorker:
     ) -> None:
         """Move an entry to its activity's dead-letter stream, with the reason; acknowledge it."""
         log.error("dead-lettering %s %s: %s", stream, entry_id, reason)
-        pipe = self.client.pipeline(transaction=True)  # one slot: same {aid} hash tag
-        pipe.xadd(self.keys.dead_letters(aid), {
+        pipe = self.client.pipeline(transaction=True)  # one slot: the stream's hash tag
+        pipe.xadd(self.keys.dead_letters(hash_tag(stream)), {
             "stream": stream, "entry_id": entry_id, "reason": reason[:500],
             "payload": orjson.dumps(fields, default=str).decode()[:4000],
         })
@@ -388,5 +389,5 @@ class OrdersWorker:
 
 
 def _aid_of_stream(stream: str) -> str:
-    aid = hash_tag(stream)
+    aid = activity_of_tag(hash_tag(stream))
     return aid if is_activity_id(aid) else ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from typing import Any
 
 import redis
@@ -13,6 +14,7 @@ from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
 from seckill.store.connection import Client, is_cluster, make_cluster, make_pool
 from seckill.store.keys import KeySpace
+from seckill.worker.expiry import Expirer
 from seckill.worker.orders import OrdersWorker
 from seckill.worker.stop import StopFlag
 
@@ -39,9 +41,15 @@ def build_worker(settings: Settings, **options: Any) -> OrdersWorker:
 
 
 def main(settings: Settings) -> int:
-    """``seckill worker``: run until SIGTERM/SIGINT."""
+    """``seckill worker``: run until SIGTERM/SIGINT; the payment window's expiry runs
+    alongside, in a thread of its own (``seckill.worker.expiry``)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     stop = StopFlag()
     stop.install()
-    build_worker(settings).run(stop)
+    worker = build_worker(settings)
+    expirer = Expirer(worker.client, worker.keys, worker.book, batch=settings.expiry_batch)
+    expiry = threading.Thread(target=expirer.run, args=(stop,), name="expiry", daemon=True)
+    expiry.start()
+    worker.run(stop)
+    expiry.join(timeout=5)
     return 0

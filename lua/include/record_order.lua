@@ -1,0 +1,29 @@
+-- record_order.lua (included by purchase.lua and settle.lua): write one decided order of
+-- stock. KEYS[1] meta, KEYS[2] buyers, KEYS[3] orders stream, as in purchase.lua.
+--
+-- record_order(uid, qty, aid, now_ms, step) adds `qty` to sold, takes the next order
+-- sequence and returns the new order id, after recording the buyer and adding the order to
+-- the stream. `step` is the number of parts: part j of a sharded activity numbers its orders
+-- j+n, j+2n, ... (its seq starts at j), so order ids never collide across parts and an order
+-- id names its part (seq mod n). Unsharded: step 1, as always. `hold` (include/
+-- payment_hold.lua; nil without a payment window) is {holds, payments, pay_by}: the order is
+-- held until pay_by, in the same step.
+
+local function record_order(uid, qty, aid, now_ms, step, hold)
+  redis.call('HINCRBY', KEYS[1], 'sold', qty)
+  local seq = redis.call('HINCRBY', KEYS[1], 'seq', step)
+  local order_id = string.format('%s-%013d-%06d', aid, now_ms, seq)
+  redis.call('HSET', KEYS[2], uid, order_id)
+  if hold then
+    redis.call('ZADD', hold[1], hold[3], order_id)
+    redis.call('HSET', hold[2], order_id, 'due|' .. qty .. '|' .. uid)
+    redis.call('XADD', KEYS[3], '*',
+      'type', 'purchase', 'order_id', order_id, 'activity', aid, 'user', uid,
+      'quantity', qty, 'ts', now_ms, 'pay_by', hold[3])
+  else
+    redis.call('XADD', KEYS[3], '*',
+      'type', 'purchase', 'order_id', order_id, 'activity', aid, 'user', uid,
+      'quantity', qty, 'ts', now_ms)
+  end
+  return order_id
+end

@@ -1,0 +1,79 @@
+-- settle.lua: the end of a sharded purchase that borrowed (purchase.lua answered "borrow"):
+-- the home part takes in what the other parts lent (lend.lua), then either sells to the
+-- claim's buyer or gives everything back to its own stock. Atomic, on the home part.
+--
+-- KEYS[1]  seckill:{<home tag>}:meta      KEYS[2] :buyers    KEYS[3] :orders
+-- KEYS[4]  seckill:{<home tag>}:claims    hash: user id -> "<claim id>|<held>"
+-- KEYS[5]  seckill:{<home tag>}:received  hash: "<claim id>@<donor part>" -> units received
+-- ARGV[1]  user id   ARGV[2] quantity   ARGV[3] activity id (data)   ARGV[4] claim id
+-- ARGV[5..] pairs: a donor's part number, the units it lent to this claim
+-- KEYS[6..8] with a payment window: holds, payments, expired (include/payment_hold.lua)
+--
+-- Returns:
+--   {"ok", order_id, remaining[, pay_by]}
+--   {"payment_keys"}                   a payment window, and its keys were not passed
+--   {"sold_out"}                       nothing here and nothing lent: every part was empty
+--   {"insufficient_stock", remaining}  fewer units than asked, everywhere together
+--   {"already_purchased", order_id}    the claim was taken over and that purchase won
+--   {"superseded"}                     the claim was taken over (or released) meanwhile
+--   {"expired"}                        the claim is older than SETTLE_LIMIT_MS: nothing
+--                                      changes (a transfer left in transit is delivered by
+--                                      `seckill reconcile --repair`, never twice)
+--   {"uninitialized"}
+--
+-- The lent units join this part's stock whatever the outcome (they are the sale's, not the
+-- claim's), so a claim taken over or given up strands nothing.
+
+local SETTLE_LIMIT_MS = 60000
+-- @include sale_window
+-- @include record_order
+-- @include receive_units
+-- @include payment_hold
+
+local meta = redis.call('HMGET', KEYS[1], 'remaining', 'shards', 'payment_window')
+if not meta[1] then
+  return {'uninitialized'}
+end
+local now_ms = redis_now_ms()
+local claim_id = ARGV[4]
+if now_ms - tonumber(string.match(claim_id, '^(%d+):')) > SETTLE_LIMIT_MS then
+  return {'expired'}
+end
+for i = 5, #ARGV - 1, 2 do
+  receive_units(KEYS[5], claim_id, ARGV[i], tonumber(ARGV[i + 1]))
+end
+local remaining = tonumber(redis.call('HGET', KEYS[1], 'remaining'))
+
+local uid, qty = ARGV[1], tonumber(ARGV[2])
+local claim = redis.call('HGET', KEYS[4], uid)
+local held = nil
+if claim and string.sub(claim, 1, #claim_id + 1) == claim_id .. '|' then
+  held = tonumber(string.sub(claim, #claim_id + 2))
+end
+if not held then
+  local existing = redis.call('HGET', KEYS[2], uid)
+  if existing then
+    return {'already_purchased', existing}
+  end
+  return {'superseded'}
+end
+redis.call('HDEL', KEYS[4], uid)
+redis.call('HINCRBY', KEYS[1], 'held', -held)
+if remaining + held < qty then
+  remaining = redis.call('HINCRBY', KEYS[1], 'remaining', held)
+  if remaining == 0 then
+    return {'sold_out'}
+  end
+  return {'insufficient_stock', remaining}
+end
+local hold, refusal = payment_hold(tonumber(meta[3]), 6, #KEYS, uid, now_ms)
+if refusal then  -- nothing sold: the claim's units go back to this part's stock
+  redis.call('HINCRBY', KEYS[1], 'remaining', held)
+  return refusal
+end
+remaining = redis.call('HINCRBY', KEYS[1], 'remaining', held - qty)
+local order_id = record_order(uid, qty, ARGV[3], now_ms, tonumber(meta[2]), hold)
+if hold then
+  return {'ok', order_id, remaining, hold[3]}
+end
+return {'ok', order_id, remaining}

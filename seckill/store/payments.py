@@ -1,0 +1,145 @@
+"""The payment window: a purchase holds its units until paid; an unpaid hold goes back on sale.
+
+An activity created with ``payment_window`` (seconds) has, next to its keys (same hash tag, so
+on one cluster slot; on a sharded activity, per part), a sorted set of held orders scored by
+their pay_by and a hash of each order's payment (``lua/include/payment_hold.lua``). Two
+scripts decide, atomically on those keys, so a payment and an expiry racing for one order are
+serialized by Redis and exactly one wins:
+
+- ``lua/pay.lua`` (``POST /admin/orders/<order_id>/pay``, ``seckill order pay``): pays a held
+  order before its pay_by; idempotent per payment reference.
+- ``lua/expire.lua`` (``seckill.worker.expiry``, run by every orders worker): expires the held
+  orders whose pay_by has passed, returning their units (or packet) and queueing a cancel
+  entry for the database, in one step per batch.
+
+Deadlines are Redis data (AOF), never a process's timer: a killed or restarted expirer loses
+nothing, and any number of them may run (an order leaves the set in the step that expires it).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import redis
+
+from seckill.domain import errors
+from seckill.domain.entries import PAYMENT_REF
+from seckill.domain.orders import CANCELLED, DUE, PAID, OrderStatus, activity_of_order
+from seckill.store.keys import KeySpace
+from seckill.store.recovery import part_of_order
+from seckill.store.shards import part_tags
+from seckill.store.stock import StockService
+
+log = logging.getLogger("seckill.payments")
+
+
+class Payments:
+    """Payments of held orders, and what an order's payment is, for the gateway."""
+
+    def __init__(self, stock: StockService) -> None:
+        self.stock = stock
+        self.keys: KeySpace = stock.keys
+        self._windows: dict[str, int] = {}  # activity id -> its payment window (fixed)
+
+    def window(self, aid: str) -> int:
+        """The activity's payment window in seconds (0: none), from Redis or the database;
+        UnknownOrder-style callers check the activity exists first."""
+        known = self._windows.get(aid)
+        if known is not None:
+            return known
+        try:
+            raw = self.stock.client.hget(self.keys.meta(aid), "payment_window")
+            exists = raw is not None or bool(self.stock.client.exists(self.keys.meta(aid)))
+        except redis.RedisError as exc:
+            raise errors.Unavailable(detail=type(exc).__name__) from exc
+        if exists:
+            window = int(raw or 0)
+        else:
+            activity = self.stock.book.load_activity(aid)
+            window = 0 if activity is None else activity.payment_window
+        self._windows[aid] = window
+        return window
+
+    def tag_of(self, aid: str, order_id: str) -> str:
+        """The hash tag an order's payment lives under: its activity's, or its part's."""
+        shards = self.stock.shards(aid)
+        return part_tags(aid, shards)[part_of_order(order_id, shards)]
+
+    def pay(self, order_id: str, ref: Any) -> dict[str, Any]:
+        """Pay a held order; the 200 body, or the refusal raised."""
+        if not isinstance(ref, str) or PAYMENT_REF.fullmatch(ref) is None:
+            raise errors.BadRequest("payment_ref must be 1..128 characters of "
+                                    "[A-Za-z0-9_.:/=+-]", field="payment_ref")
+        aid = activity_of_order(order_id)
+        if aid is None:
+            raise errors.UnknownOrder(order_id=order_id[:120])
+        if not self.window(aid):
+            self._require_order(order_id, aid)
+            raise errors.NoPaymentWindow(order_id=order_id)
+        tag = self.tag_of(aid, order_id)
+        args = [order_id, ref, aid]
+        reply = self.stock._run(self.stock.scripts.pay, self.keys.pay_keys(tag), args)
+        if reply[0] == "uninitialized":
+            self.stock._restore(aid)
+            reply = self.stock._run(self.stock.scripts.pay, self.keys.pay_keys(tag), args)
+        outcome = reply[0]
+        if outcome == "paid":
+            return {"status": "paid", "order_id": order_id, "payment_ref": str(reply[1])}
+        if outcome == "already_paid":
+            raise errors.AlreadyPaid(order_id=order_id, payment_ref=str(reply[1]))
+        if outcome == "payment_expired":
+            raise errors.PaymentExpired(order_id=order_id, pay_by=int(reply[1]))
+        if outcome == "unknown":  # not held here: cancelled while due, or no such order
+            uid, _, status = self._require_order(order_id, aid)
+            try:
+                latest = self.stock.client.hget(self.keys.cancelled(tag), uid)
+            except redis.RedisError as exc:
+                raise errors.Unavailable(detail=type(exc).__name__) from exc
+            if status == CANCELLED or (latest is not None and str(latest) == order_id):
+                raise errors.AlreadyCancelled(order_id=order_id)
+            raise errors.UnknownOrder(order_id=order_id)
+        raise errors.SeckillError(f"unexpected script reply {outcome!r}")
+
+    def _require_order(self, order_id: str, aid: str) -> tuple[str, int, str | None]:
+        try:
+            return self.stock._find(order_id, aid)
+        except redis.RedisError as exc:
+            raise errors.Unavailable(detail=type(exc).__name__) from exc
+
+    def annotate(self, aid: str, status: OrderStatus) -> OrderStatus:
+        """A buyer's order status with its payment (``due``, ``paid``, ``expired``) and pay_by,
+        when the activity has a payment window."""
+        if status.order_id is None or not self.window(aid):
+            return status
+        tag = self.tag_of(aid, status.order_id)
+        try:
+            pipe = self.stock.client.pipeline(transaction=False)
+            pipe.hget(self.keys.payments(tag), status.order_id)
+            pipe.zscore(self.keys.holds(tag), status.order_id)
+            record, score = pipe.execute()
+        except redis.RedisError as exc:
+            raise errors.Unavailable(detail=type(exc).__name__) from exc
+        if record is None:
+            return status  # cancelled by an operator while due: no payment to tell
+        fields = str(record).split("|")
+        state = fields[0]
+        # due: the hold's score; paid: "paid|<ms>|<pay_by>|..."; expired: "expired|<pay_by>|..."
+        raw = score if state == DUE else fields[2] if state == PAID else fields[1]
+        pay_by = int(float(raw)) if raw is not None else None
+        return OrderStatus(status.status, status.order_id, status.amount, state, pay_by or None)
+
+    def counts(self, aid: str) -> dict[str, int] | None:
+        """``{"due", "paid", "expired"}`` over the activity's parts; None without a window."""
+        if not self.window(aid):
+            return None
+        pipe = self.stock.client.pipeline(transaction=False)
+        tags = part_tags(aid, self.stock.shards(aid))
+        for tag in tags:
+            pipe.zcard(self.keys.holds(tag))
+            pipe.hmget(self.keys.meta(tag), "paid", "expired")
+        replies = pipe.execute()
+        due = sum(int(n) for n in replies[0::2])
+        paid = sum(int(p or 0) for p, _ in replies[1::2])
+        expired = sum(int(e or 0) for _, e in replies[1::2])
+        return {"due": due, "paid": paid, "expired": expired}
