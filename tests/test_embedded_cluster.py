@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import random
 import socket
 import time
 import uuid
@@ -18,9 +19,11 @@ import redis
 from redis.cluster import RedisCluster, key_slot
 
 from seckill.ops.cluster import (
+    BUS_PORT_OFFSET,
     CLUSTER_SLOTS,
     ClusterError,
     EmbeddedCluster,
+    free_cluster_ports,
 )
 from seckill.ops.embedded import EmbeddedValkey
 from tests.conftest import on_master
@@ -178,3 +181,13 @@ def test_another_server_on_the_port_is_not_taken_for_ours(
     with pytest.raises(RuntimeError, match=r"exited with 1.*(?i:address already in use)"):
         server.start(timeout=10)
 
+
+def test_the_ports_chosen_for_a_cluster_never_include_another_nodes_bus_port() -> None:
+    """A node's cluster bus listens on its port + 10000. Ports drawn from 10000 up to below the
+    ephemeral range could make one node's port another node's bus port: the second node then
+    failed to bind (seen once on CI: "bind: Address already in use" for a 6-node cluster)."""
+    random.seed(20826)
+    for _ in range(10000):
+        ports = free_cluster_ports(6)
+        buses = {port + BUS_PORT_OFFSET for port in ports}
+        assert len(set(ports)) == 6 and not buses & set(ports), ports
