@@ -65,6 +65,27 @@ def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+def load_options(top: argparse.ArgumentParser) -> None:
+    """The wrk, gunicorn and Valkey options every one-activity load benchmark shares."""
+    top.add_argument("--settle", type=float, default=1.0, help="quiet seconds before a run")
+    top.add_argument("--connections", type=int, default=100)
+    top.add_argument("--threads", type=int, default=2, help="wrk threads")
+    top.add_argument("--timeout", type=float, default=2.0, help="wrk --timeout, seconds")
+    top.add_argument("--workers", type=int, default=2, help="gunicorn workers")
+    top.add_argument("--worker-connections", type=int, default=1000)
+    top.add_argument("--users", type=int, default=60_000, help="distinct users per run")
+    top.add_argument("--appendfsync", default="always", choices=["always", "everysec", "no"])
+
+
+def write_report(output: Path, text: str, data: dict[str, Any]) -> None:
+    """``<output>.md`` (``text``, also printed) and ``<output>.json`` (``data``)."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.with_suffix(".md").write_text(text, encoding="utf-8")
+    output.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    sys.stdout.write(text)
+    say(f"wrote {output.with_suffix('.md')} and .json")
+
+
 class Crowd:
     """Users' JWTs (minted once) and the request files of purchase runs."""
 
@@ -278,13 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     command = shlex.join(["python", "-m", "bench.cluster",
                           *(argv if argv is not None else sys.argv[1:])])
     data = execute(args, command)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    text = clusterreport.render(data)
-    args.output.with_suffix(".md").write_text(text, encoding="utf-8")
-    args.output.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n",
-                                                encoding="utf-8")
-    sys.stdout.write(text)
-    say(f"wrote {args.output.with_suffix('.md')} and .json")
+    write_report(args.output, clusterreport.render(data), data)
     return 1 if any(run.get("failed") for run in data["runs"] + data["busy"]) else 0
 
 

@@ -82,14 +82,7 @@ def summary(data: dict[str, Any]) -> list[str]:
            "|---|---:|---:|---:|---:|---|---|---:|---:|---:|"]
     for name in ("single", "cluster"):
         runs = of(data, name)
-        others: dict[str, int] = {}
-        errors: dict[str, int] = {}
-        for r in runs:
-            for k, v in r["statuses"].items():
-                if k != "200":
-                    others[k] = others.get(k, 0) + v
-            for k, v in r["socket_errors"].items():
-                errors[k] = errors.get(k, 0) + v
+        others, errors = failures(runs)
         out.append(
             f"| {name} | {med([r['ok_rate'] for r in runs]):,.0f} | "
             f"{med([r['rate'] for r in runs]):,.0f} | {med([r['p50_ms'] for r in runs]):.1f} | "
@@ -98,6 +91,19 @@ def summary(data: dict[str, Any]) -> list[str]:
             f"{med([r['foreign_cores'] for r in runs]):.2f} | "
             f"{med([sum(r['load']) / 2 for r in runs]):.2f} |")
     return out
+
+
+def failures(runs: list[Run]) -> tuple[dict[str, int], dict[str, int]]:
+    """The runs' statuses other than 200 and their socket errors, each summed by kind."""
+    others: dict[str, int] = {}
+    errors: dict[str, int] = {}
+    for r in runs:
+        for k, v in r["statuses"].items():
+            if k != "200":
+                others[k] = others.get(k, 0) + v
+        for k, v in r["socket_errors"].items():
+            errors[k] = errors.get(k, 0) + v
+    return others, errors
 
 
 def fmt(counts: dict[str, int]) -> str:

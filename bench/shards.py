@@ -23,7 +23,6 @@ behind it (units sold in the parts, and the stats endpoint's count, below the 20
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 import tempfile
@@ -35,7 +34,7 @@ from typing import Any
 
 from bench import shardsreport
 from bench.cli import code_state
-from bench.cluster import Crowd, say
+from bench.cluster import Crowd, load_options, say, write_report
 from bench.clusterstack import (
     Backend,
     node_delta,
@@ -225,14 +224,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--total", type=int, default=10_000_000,
                      help="units of each activity: more than a run sells")
     top.add_argument("--warmup", type=float, default=3, help="seconds per kind; 0 for none")
-    top.add_argument("--settle", type=float, default=1.0, help="quiet seconds before a run")
-    top.add_argument("--connections", type=int, default=100)
-    top.add_argument("--threads", type=int, default=2, help="wrk threads")
-    top.add_argument("--timeout", type=float, default=2.0, help="wrk --timeout, seconds")
-    top.add_argument("--workers", type=int, default=2, help="gunicorn workers")
-    top.add_argument("--worker-connections", type=int, default=1000)
-    top.add_argument("--users", type=int, default=60_000, help="distinct users per run")
-    top.add_argument("--appendfsync", default="always", choices=["always", "everysec", "no"])
+    load_options(top)
     top.add_argument("--pin", action="store_true",
                      help="every Valkey node on the last core, the gateway and wrk on the "
                           "others (as bench.cluster --pin)")
@@ -257,13 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     command = shlex.join(["python", "-m", "bench.shards",
                           *(argv if argv is not None else sys.argv[1:])])
     data = execute(args, command)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    text = shardsreport.render(data)
-    args.output.with_suffix(".md").write_text(text, encoding="utf-8")
-    args.output.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n",
-                                                encoding="utf-8")
-    sys.stdout.write(text)
-    say(f"wrote {args.output.with_suffix('.md')} and .json")
+    write_report(args.output, shardsreport.render(data), data)
     return 1 if any(run["failed"] for run in data["runs"]) else 0
 
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.clusterreport import busy, fmt, header, med
+from bench.clusterreport import busy, failures, fmt, header, med
 
 RATIO_TARGET = 0.9  # issue 13: a sharded hot item >= 0.9x an unsharded one, in stock
 SPLIT_TARGET = 20.0  # issue 13: each master's share of the calls within ±20 % of the mean
@@ -102,14 +102,7 @@ def summary(data: dict[str, Any]) -> list[str]:
            "|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|"]
     for kind in KINDS:
         runs = of(data, kind)
-        others: dict[str, int] = {}
-        errors: dict[str, int] = {}
-        for r in runs:
-            for k, v in r["statuses"].items():
-                if k != "200":
-                    others[k] = others.get(k, 0) + v
-            for k, v in r["socket_errors"].items():
-                errors[k] = errors.get(k, 0) + v
+        others, errors = failures(runs)
         trips = med([sum(n["reads"] for n in r["nodes"].values()) / max(1, r["sold"])
                      for r in runs])
         out.append(

@@ -98,3 +98,29 @@ def test_shards_benchmark_smoke_splits_a_hot_item_over_the_masters(tmp_path: Pat
     assert runs["sharded"]["max_deviation_pct"] <= 20
     assert runs["unsharded"]["max_deviation_pct"] > 100  # one master did all of it
     assert "## Where the hot item's calls land" in out.with_suffix(".md").read_text("utf-8")
+
+
+def test_payments_benchmark_smoke_releases_every_hold_once(tmp_path: Path) -> None:
+    """``python -m bench.payments`` end to end in seconds (Valkey, gateway, the real orders
+    worker, wrk): 500 holds all expire once under a purchase load, every unit back in Redis
+    and every expiry stored in the database; with a window every unit sold is held."""
+    _need_wrk()
+    out = tmp_path / "payments"
+    command = [sys.executable, "-m", "bench.payments", "--rounds", "1", "--duration", "2",
+               "--warmup", "0", "--settle", "0.1", "--holds", "500", "--window", "3",
+               "--lead", "1", "--users", "20000", "--output", str(out)]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, f"bench.payments failed:\n{done.stderr[-6000:]}"
+    data = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    runs = {run["kind"]: run for run in data["runs"]}
+    assert set(runs) == {"steady", "release", "plain", "window"}
+    for run in runs.values():
+        assert not run["failed"], run["notes"]
+        assert run["ok"] > 0 and run["meta"]["sold"] >= run["ok"]
+    release = runs["release"]
+    assert release["released"] == release["stream_expired_distinct"] == 500
+    assert release["db_expired"] == 500 and release["holds_left"] == 0
+    assert release["meta_after"] == {"total": 500, "remaining": 500, "sold": 0, "expired": 500}
+    assert runs["window"]["holds"] == runs["window"]["meta"]["sold"]
+    assert runs["plain"]["holds"] == 0

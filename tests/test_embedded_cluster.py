@@ -18,14 +18,9 @@ import pytest
 import redis
 from redis.cluster import RedisCluster, key_slot
 
-from seckill.ops.cluster import (
-    BUS_PORT_OFFSET,
-    CLUSTER_SLOTS,
-    ClusterError,
-    EmbeddedCluster,
-    free_cluster_ports,
-)
+from seckill.ops.cluster import CLUSTER_SLOTS, ClusterError, EmbeddedCluster
 from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.ports import BUS_PORT_OFFSET, free_cluster_ports
 from tests.conftest import on_master
 
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import random
 import re
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -22,11 +20,11 @@ from pathlib import Path
 import redis
 
 from seckill.config import ConfigError
-from seckill.ops.embedded import EmbeddedValkey, free_port, valkey_binary
+from seckill.ops.embedded import EmbeddedValkey, valkey_binary
+from seckill.ops.ports import BUS_PORT_OFFSET, bindable, free_cluster_ports
 from seckill.ops.supervisor import ChildSpec, Stopping, redis_ready
 
 CLUSTER_SLOTS = 16384
-BUS_PORT_OFFSET = 10000  # a node's cluster bus listens on its port + 10000
 NODE_DIR = re.compile(r"node-([1-9][0-9]{0,4})")
 DEFAULT_NODE_TIMEOUT_MS = 2000
 Ranges = tuple[tuple[int, int], ...]
@@ -78,42 +76,6 @@ def node_ports(data_dir: Path) -> list[int]:
     return sorted(int(match.group(1)) for match in found if match is not None)
 
 
-def _bindable(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as valkey-server does
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-        return True
-
-
-def free_cluster_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct ports free on ``host``, each with its cluster bus port (+10000), none
-    of them another's, all below the kernel's ephemeral range when it leaves room: then a port
-    taken with :func:`free_port` (e.g. a gunicorn instance's) is never a node's not started yet."""
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 0
-    # Node ports below 20000 and bus ports from 20000: one node's port is never another's bus
-    # port (drawn from one range, they could be: that node then failed to bind).
-    top = min(low - BUS_PORT_OFFSET, 2 * BUS_PORT_OFFSET)
-    ports: list[int] = []
-    taken: set[int] = set()
-    for _ in range(count * 50):
-        port = random.randrange(BUS_PORT_OFFSET, top) if top > 15000 else free_port(host)
-        pair = {port, port + BUS_PORT_OFFSET}
-        if not pair & taken and port + BUS_PORT_OFFSET <= 65535 and all(
-            _bindable(host, each) for each in pair
-        ):
-            taken |= pair
-            ports.append(port)
-            if len(ports) == count:
-                return sorted(ports)
-    raise ClusterError(f"found no {count} free ports with free cluster bus ports on {host}")
-
-
 def _parse_nodes(text: str) -> Iterator[tuple[str, int, frozenset[str], str, Ranges]]:
     """``CLUSTER NODES`` lines as (id, port, flags, master id, slot ranges). Slots being
     migrated or imported (``[slot->-id]``) are left out: they are owned as listed."""
@@ -158,7 +120,10 @@ class EmbeddedCluster:
                 f"({masters} masters with {replicas} replica(s) each); use another folder, "
                 "or remove this one to start afresh"
             )
-        self.ports = ports or free_cluster_ports(size, host)
+        try:
+            self.ports = ports or free_cluster_ports(size, host)
+        except OSError as exc:
+            raise ClusterError(str(exc)) from exc
         args = cluster_args(node_timeout_ms)
         self.servers = {
             port: EmbeddedValkey(self.data_dir / f"node-{port}", port=port, host=host,
@@ -382,7 +347,7 @@ def up_cluster(
         raise ConfigError(str(exc)) from None
     for port in cluster.ports:
         for each in (port, port + BUS_PORT_OFFSET):
-            if not _bindable(cluster.host, each):
+            if not bindable(cluster.host, each):
                 raise ConfigError(f"cannot listen on {cluster.host}:{each}, which node {port} "
                                   f"of {cluster.data_dir} needs: it is taken")
     cluster.prepare()
