@@ -51,9 +51,13 @@ class PurchaseUrlSigner:
         message = f"seckill-url|v1|{aid}|{uid}|{expires_at}".encode()
         return _b64(hmac.new(key, message, hashlib.sha256).digest())
 
-    def sign(self, aid: str, uid: str, now: float | None = None) -> tuple[str, int]:
-        """A token for this user and activity, and its expiry (epoch seconds)."""
-        expires_at = int(time.time() if now is None else now) + self.ttl
+    def sign(self, aid: str, uid: str, now: float | None = None, until: int | None = None
+             ) -> tuple[str, int]:
+        """A token for this user and activity, and its expiry (epoch seconds): ``until`` if
+        given (a queue admission's end), else the URL's time to live from now."""
+        if until is None:
+            until = int(time.time() if now is None else now) + self.ttl
+        expires_at = until
         tag = self._tag(self._signing, aid, uid, expires_at)
         return f"{expires_at}.{self._signing_id}.{tag}", expires_at
 

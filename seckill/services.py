@@ -35,6 +35,7 @@ from seckill.store.connection import (
 from seckill.store.durability import Durability
 from seckill.store.keys import KeySpace
 from seckill.store.payments import Payments
+from seckill.store.queue import AdmissionQueue
 from seckill.store.recovery import Restorer
 from seckill.store.routing import ClusterWire
 from seckill.store.sale import SaleState
@@ -61,6 +62,8 @@ class Services:
     wire: ScriptWire
     sale: SaleState
     payments: Payments
+    queue: AdmissionQueue
+    challenges: Any = None  # TODO(wire): seckill.store.challenge.Challenges
     # Also run by close(): parts the web layer adds (the cold routes' limiter's client).
     closers: list[Callable[[], None]] = dataclasses.field(default_factory=list)
 
@@ -104,12 +107,13 @@ class Services:
             Durability(settings.durability, settings.durability_timeout_ms),
             wire, rates=settings.user_rates,
         )
+        queue = AdmissionQueue(client, wire, keys, scripts, restorer, settings.url_ttl)
         sale = SaleState(cache, board, stock, wire, keys, scripts.rate_limit,
-                         settings.user_rates)
+                         settings.user_rates, queue)
         return cls(settings=settings, client=client, keys=keys, scripts=scripts,
                    activities=activities, cache=cache, stock=stock, engine=engine, book=book,
                    restorer=restorer, board=board, wire=wire, sale=sale,
-                   payments=Payments(stock))
+                   payments=Payments(stock), queue=queue)
 
     def close(self) -> None:
         """Stop the background threads and close every connection."""

@@ -9,6 +9,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from seckill.domain import admission as admissions
 from seckill.domain import errors, packets
 
 ACTIVITY_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -26,7 +27,8 @@ STOCK = "stock"
 PACKETS = "packets"
 KINDS = (STOCK, PACKETS)
 
-_COMMON_FIELDS = {"id", "name", "starts_at", "ends_at", "kind", "payment_window"}
+_COMMON_FIELDS = {"id", "name", "starts_at", "ends_at", "kind", "payment_window", "admission",
+                  "queue_opens_at", "challenge"}
 _CREATE_FIELDS = {
     STOCK: _COMMON_FIELDS | {"total", "per_user_limit", "shards"},
     PACKETS: _COMMON_FIELDS | {"amount", "count"},
@@ -116,6 +118,19 @@ class Activity:
     # Seconds a buyer has to pay after a purchase (0: a purchase is final). An order unpaid
     # at its pay_by expires and its units go back on sale (seckill/store/payments.py).
     payment_window: int = 0
+    # Who may buy, in which order (seckill/domain/admission.py): first_come, queue or draw;
+    # when the queue opens; whether joining needs a solved proof-of-work challenge; and the
+    # order's seed (secret until the sale starts: only its commitment is shown before).
+    admission: str = admissions.FIRST_COME
+    queue_opens_ms: int | None = None
+    challenge: bool = False
+    draw_seed: str | None = dataclasses.field(default=None, repr=False)
+    admission_factor: float = 1.0  # admitted at once <= units left x this (the operator's)
+
+    @property
+    def queued(self) -> bool:
+        """Whether purchase URLs are handed out by a queue (``queue`` or ``draw``)."""
+        return self.admission != admissions.FIRST_COME
 
     def state(self, at_ms: int) -> str:
         """The state at ``at_ms``: ``upcoming``, ``open``, ``sold_out`` or ``ended``."""
@@ -129,7 +144,7 @@ class Activity:
 
     def public(self, at_ms: int) -> dict[str, Any]:
         """The activity's public JSON body at ``at_ms`` (never the packets' seed)."""
-        body = {
+        body: dict[str, Any] = {
             "id": self.id,
             "name": self.name,
             "kind": self.kind,
@@ -147,6 +162,14 @@ class Activity:
             body["shards"] = self.shards
         if self.payment_window:
             body["payment_window"] = self.payment_window
+        if self.queued:
+            body.update(admission=self.admission, challenge=self.challenge,
+                        queue_opens_at=iso_from_ms(self.queue_opens_ms or 0),
+                        admission_factor=self.admission_factor)
+            if self.admission == admissions.DRAW and self.draw_seed:
+                body["draw_commitment"] = admissions.commitment(self.draw_seed)
+                if at_ms >= self.starts_ms:
+                    body["draw_seed"] = self.draw_seed
         return body
 
     def redis_fields(self, created_ms: int) -> list[str | int]:
@@ -166,6 +189,11 @@ class Activity:
             fields += ["shards", self.shards, "part", 0, "held", 0, "lent", 0, "borrowed", 0]
         if self.payment_window:
             fields += ["payment_window", self.payment_window, "paid", 0, "expired", 0]
+        if self.queued:
+            fields += ["admission", self.admission, "queue_opens_ms", self.queue_opens_ms or 0,
+                       "challenge", int(self.challenge), "draw_seed", self.draw_seed or "",
+                       "admission_factor", f"{self.admission_factor:g}", "queue_seq", 0,
+                       "admitted_total", 0]
         return fields
 
     def part_fields(self, part: int, total: int | None, created_ms: int) -> list[str | int]:
@@ -193,6 +221,11 @@ class Activity:
             amount=int(fields["amount"]) if "amount" in fields else None,
             shards=int(fields.get("shards", 1)),
             payment_window=int(fields.get("payment_window", 0)),
+            admission=fields.get("admission", admissions.FIRST_COME),
+            queue_opens_ms=int(fields["queue_opens_ms"]) if "queue_opens_ms" in fields else None,
+            challenge=fields.get("challenge") == "1",
+            draw_seed=fields.get("draw_seed") or None,
+            admission_factor=float(fields.get("admission_factor", 1)),
         )
 
 
@@ -251,10 +284,18 @@ def parse_new_activity(body: Any, at_ms: int | None = None, seed: int | None = N
         raise errors.BadRequest("ends_at must be after starts_at", field="ends_at")
     if ends_ms <= (now_ms() if at_ms is None else at_ms):
         raise errors.BadRequest("ends_at is in the past", field="ends_at")
+    admission, opens_ms, challenge = admissions.parse_admission(body, starts_ms, ms_from_iso)
+    if admission != admissions.FIRST_COME and shards > 1:
+        # The queue bounds admissions by the units left, read in one slot: a sharded
+        # activity's units are in many.
+        raise errors.BadRequest("a queue or a draw needs an unsharded activity (shards 1)",
+                                field="admission")
     return Activity(
         id=aid, name=name, starts_ms=starts_ms, ends_ms=ends_ms,
         total=total, remaining=total, per_user_limit=per_user, kind=kind,
         amount=amount, seed=seed, shards=shards, payment_window=window,
+        admission=admission, queue_opens_ms=opens_ms, challenge=challenge,
+        draw_seed=None if admission == admissions.FIRST_COME else admissions.new_seed(),
     )
 
 

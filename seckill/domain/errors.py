@@ -181,6 +181,39 @@ class NoPaymentWindow(SeckillError):
     default_message = "this order's activity has no payment window"
 
 
+class NotAdmitted(SeckillError):
+    """403: a queue or draw activity hands out purchase URLs through its queue only (carries
+    ``position`` while the user waits)."""
+
+    status = 403
+    code = "not_admitted"
+    default_message = "this sale admits buyers through its queue: join it and wait for your turn"
+
+
+class QueueNotOpen(SeckillError):
+    """403: the queue opens later (carries ``queue_opens_at``)."""
+
+    status = 403
+    code = "not_open"
+    default_message = "the queue is not open yet"
+
+
+class EntriesClosed(SeckillError):
+    """403: a draw takes entries until the sale starts; this one has been drawn."""
+
+    status = 403
+    code = "entries_closed"
+    default_message = "the draw has taken place; it takes no more entries"
+
+
+class ChallengeFailed(SeckillError):
+    """403: the proof-of-work solution is missing, wrong, reused, expired or someone else's."""
+
+    status = 403
+    code = "challenge_failed"
+    default_message = "solve this activity's challenge (GET /seckill/<aid>/challenge) first"
+
+
 class SoldOut(SeckillError):
     """410: nothing is left."""
 

@@ -17,6 +17,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from seckill.domain import errors
 from seckill.domain.activities import PACKETS, Activity, now_ms
+from seckill.domain.admission import FIRST_COME
 from seckill.domain.entries import Cancel, Paid
 from seckill.domain.orders import (
     CANCELLED,
@@ -69,6 +70,10 @@ class OrderBook:
                         seed=activity.seed,
                         shards=activity.shards,
                         payment_window=activity.payment_window or None,
+                        admission=activity.admission if activity.queued else None,
+                        queue_opens_ms=activity.queue_opens_ms,
+                        challenge=activity.challenge if activity.queued else None,
+                        draw_seed=activity.draw_seed,
                     )
                 )
         except sa.exc.IntegrityError:
@@ -85,6 +90,13 @@ class OrderBook:
         self.ready()
         with self.engine.begin() as conn:
             conn.execute(activities.update().where(activities.c.id == aid).values(total=total))
+
+    def set_admission_factor(self, aid: str, factor: float) -> None:
+        """Keep an activity's admission factor (the operator's), for a rebuild."""
+        self.ready()
+        with self.engine.begin() as conn:
+            conn.execute(activities.update().where(activities.c.id == aid)
+                         .values(admission_factor=factor))
 
     def load_activity(self, aid: str) -> Activity | None:
         """The activity as the database holds it (remaining: its total), or None if unknown."""
@@ -106,6 +118,11 @@ class OrderBook:
             seed=None if row.seed is None else int(row.seed),
             shards=int(row.shards or 1),
             payment_window=int(row.payment_window or 0),
+            admission=row.admission or FIRST_COME,
+            queue_opens_ms=None if row.queue_opens_ms is None else int(row.queue_opens_ms),
+            challenge=bool(row.challenge),
+            draw_seed=row.draw_seed,
+            admission_factor=float(row.admission_factor or 1.0),
         )
 
     def activity_ids(self) -> set[str]:

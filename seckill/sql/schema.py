@@ -37,6 +37,13 @@ activities = sa.Table(
     sa.Column("shards", sa.Integer, nullable=True),
     # Seconds a buyer has to pay (NULL or 0: a purchase is final).
     sa.Column("payment_window", sa.Integer, nullable=True),
+    # Admission (NULL: first_come): queue or draw, when the queue opens, whether joining
+    # needs a proof-of-work, the order's secret seed, and the operator's admission factor.
+    sa.Column("admission", sa.String(16), nullable=True),
+    sa.Column("queue_opens_ms", sa.BigInteger, nullable=True),
+    sa.Column("challenge", sa.Boolean, nullable=True),
+    sa.Column("draw_seed", sa.String(64), nullable=True),
+    sa.Column("admission_factor", sa.Float, nullable=True),
 )
 
 

@@ -69,6 +69,18 @@ class KeySpace:
         not buy again: ``hold_expired``)."""
         return f"{self.prefix}:{{{aid}}}:expired"
 
+    def queue(self, aid: str) -> str:
+        """Sorted set (a queue or draw's): the waiting users by place, lowest first."""
+        return f"{self.prefix}:{{{aid}}}:queue"
+
+    def admitted(self, aid: str) -> str:
+        """Sorted set (a queue or draw's): the admitted users by when their admission lapses."""
+        return f"{self.prefix}:{{{aid}}}:admitted"
+
+    def lapsed(self, aid: str) -> str:
+        """Hash (a queue or draw's): user id -> when their admission lapsed unused (ms)."""
+        return f"{self.prefix}:{{{aid}}}:lapsed"
+
     def payment_keys(self, aid: str) -> list[str]:
         """The KEYS a sale script adds for an activity with a payment window
         (``lua/include/payment_hold.lua``)."""
@@ -143,3 +155,14 @@ class KeySpace:
         tag the counter lives under: the activity's for a purchase (its script counts it),
         the user's for the other hot routes (one script counts all of a user's rates)."""
         return f"{self.prefix}:{{{tag}}}:rate:{endpoint}:{uid}:{window_ms}"
+
+    def challenges_issued(self, aid: str, second: int) -> str:
+        """Counter (a few seconds' life): the proof-of-work challenges issued for the activity
+        in one second of the gateway's clock; their rate sets the next ones' difficulty
+        (``seckill/store/challenge.py``)."""
+        return f"{self.prefix}:{{{aid}}}:altcha-issued:{second}"
+
+    def challenge_used(self, aid: str, signature: str) -> str:
+        """String (until its challenge expires): the solution of the challenge with this
+        signature has been accepted; it is not accepted again."""
+        return f"{self.prefix}:{{{aid}}}:altcha-used:{signature}"

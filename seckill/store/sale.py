@@ -23,6 +23,7 @@ from seckill.domain.orders import Purchase
 from seckill.store.cache import ActivityCache
 from seckill.store.connection import ScriptWire
 from seckill.store.keys import KeySpace
+from seckill.store.queue import AdmissionQueue
 from seckill.store.soldout import SoldOutBoard
 from seckill.store.stock import StockService
 
@@ -33,8 +34,8 @@ class SaleState:
     """The sale in this process: what the edge asks, and the purchase."""
 
     def __init__(self, cache: ActivityCache, board: SoldOutBoard, stock: StockService,
-                 wire: ScriptWire, keys: KeySpace, rate_script: Script, rates: tuple[Rate, ...]
-                 ) -> None:
+                 wire: ScriptWire, keys: KeySpace, rate_script: Script, rates: tuple[Rate, ...],
+                 queue: AdmissionQueue | None = None) -> None:
         self.cache = cache
         self.board = board
         self.stock = stock
@@ -43,6 +44,7 @@ class SaleState:
         self.rate_script = rate_script
         self.rates = rates
         self._rate_args: list[int] = [n for rate in rates for n in rate]
+        self.queue = queue  # a queue or draw activity's admissions (seckill.store.queue)
 
     # -- what the edge reads ---------------------------------------------------------------
 
@@ -92,6 +94,9 @@ class SaleState:
         else:  # a sharded purchase tells one part's stock, not the whole's: count it off
             self.cache.note_sold(activity.id, bought.quantity)
         self.board.note_sale(activity.id)
+        if activity.queued and self.queue is not None:
+            # The buyer's admission ends, and the next user is admitted in the same step.
+            self.queue.bought(activity.id, uid)
         if bought.remaining == 0 or activity.shards > 1:
             # This copy may now say sold out with no flag raised anywhere: hear when units
             # come back (a cancel, a restock, an unpaid hold expiring), not a refresh later.

@@ -51,3 +51,6 @@ class Scripts:
         # The payment window (seckill/store/payments.py).
         self.pay: Script = client.register_script(lua_source("pay"))
         self.expire: Script = client.register_script(lua_source("expire"))
+        # Fair admission (seckill/store/queue.py).
+        self.queue_join: Script = client.register_script(lua_source("queue_join"))
+        self.queue_status: Script = client.register_script(lua_source("queue_status"))

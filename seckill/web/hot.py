@@ -1,12 +1,13 @@
-"""The sale's two hot routes, answered straight from WSGI: the only code that answers them.
+"""The sale's hot routes, answered straight from WSGI: the only code that answers them.
 
-``GET /seckill/url`` (every buyer's signed URL) and ``POST /seckill/<aid>/<token>/buy`` (the
-purchases, and the flood turned away by the sold-out flag) carry nearly all of a sale's
-traffic. Flask's per-request machinery (contexts, URL matching, request and response objects,
-hooks) costs more CPU than the edge's own checks, so this middleware in front of Flask answers
-every request to these two paths itself: the usual ones on a short path, the unusual ones
-(chunked bodies, queries that need decoding, other methods) through werkzeug's own helpers,
-so they get Flask's answers. Any other path goes to Flask untouched.
+``GET /seckill/url`` (every buyer's signed URL), ``POST /seckill/<aid>/<token>/buy`` (the
+purchases, and the flood turned away by the sold-out flag) and, on a queue or draw activity,
+``GET``/``POST /seckill/<aid>/queue`` (every waiter's polls, and the joins) carry nearly all
+of a sale's traffic. Flask's per-request machinery (contexts, URL matching, request and
+response objects, hooks) costs more CPU than the edge's own checks, so this middleware in
+front of Flask answers every request to these paths itself: the usual ones on a short path,
+the unusual ones (chunked bodies, queries that need decoding, other methods) through
+werkzeug's own helpers, so they get Flask's answers. Any other path goes to Flask untouched.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from werkzeug.http import HTTP_STATUS_CODES
@@ -23,6 +24,7 @@ from werkzeug.wrappers import Request
 from edge import IN_STOCK, PURCHASE_URL, RATE, SOLD_OUT, USER, WINDOW, Edge, Passage, Route
 from edge.purchase_url import PurchaseUrlSigner
 from seckill.domain import errors
+from seckill.store.queue import AdmissionQueue
 from seckill.store.sale import SaleState
 from seckill.web.body import WSGIEnviron, declared_length, json_body, parse_quantity, read_body
 from seckill.web.errors import as_domain_error
@@ -33,7 +35,11 @@ WSGIApp = Callable[[WSGIEnviron, StartResponse], Iterable[bytes]]
 
 BUY = Route(PURCHASE, USER, WINDOW, SOLD_OUT, PURCHASE_URL)
 URL = Route("user.purchase_url", USER, WINDOW, IN_STOCK, RATE)
-_ALLOWED = {BUY.endpoint: ("POST",), URL.endpoint: ("GET", "HEAD")}
+# No window filter: the queue is joined and polled before the sale starts. No rate filter:
+# a poll is one round trip, and polling more often changes nobody's place.
+QUEUE = Route("user.queue", USER)
+_ALLOWED = {BUY.endpoint: ("POST",), URL.endpoint: ("GET", "HEAD"),
+            QUEUE.endpoint: ("GET", "HEAD", "POST")}
 
 # Werkzeug's status lines ("410 GONE"): the same bytes Flask writes.
 _STATUS = {code: f"{code} {text.upper()}" for code, text in HTTP_STATUS_CODES.items()}
@@ -54,16 +60,27 @@ def _query(environ: WSGIEnviron) -> dict[str, str]:
     return {} if activity is None else {"activity": activity}
 
 
+class ChallengeCheck(Protocol):
+    """The proof-of-work check of a join (``seckill.store.challenge``)."""
+
+    def verify(self, aid: str, uid: str, payload: object) -> None:
+        """Return if ``payload`` is a good, unused solution of this user's challenge; raise
+        ``errors.ChallengeFailed`` if not."""
+
+
 class HotRoutes:
     """WSGI middleware: the hot routes here, every other path to ``flask_app``."""
 
     def __init__(self, flask_app: WSGIApp, edge: Edge, sale: SaleState,
-                 signer: PurchaseUrlSigner, finish: Finish) -> None:
+                 signer: PurchaseUrlSigner, finish: Finish, queue: AdmissionQueue,
+                 challenges: ChallengeCheck | None = None) -> None:
         self.flask_app = flask_app
         self.edge = edge
         self.sale = sale
         self.signer = signer
         self.finish = finish
+        self.queue = queue
+        self.challenges = challenges
 
     def __call__(self, environ: WSGIEnviron, start_response: StartResponse) -> Iterable[bytes]:
         """Answer a hot route, or hand the request to Flask."""
@@ -77,6 +94,9 @@ class HotRoutes:
                 and parts[2] and parts[3]):
             view_args = {"aid": _decoded(parts[2]), "token": _decoded(parts[3])}
             return self._answer(environ, start_response, BUY, view_args)
+        if (len(parts) == 4 and parts[1] == "seckill" and parts[3] == "queue" and not parts[0]
+                and parts[2]):
+            return self._answer(environ, start_response, QUEUE, {"aid": _decoded(parts[2])})
         return self.flask_app(environ, start_response)
 
     def _answer(self, environ: WSGIEnviron, start_response: StartResponse, route: Route,
@@ -91,7 +111,12 @@ class HotRoutes:
             passage = self.edge.run(Passage(
                 route.wanted, route.endpoint, environ.get("HTTP_AUTHORIZATION"), view_args,
                 _query(environ) if route is URL else None))
-            body = self.buy(passage, environ) if route is BUY else self.issue_url(passage)
+            if route is BUY:
+                body = self.buy(passage, environ)
+            elif route is QUEUE:
+                body = self.queue_call(passage, environ, method)
+            else:
+                body = self.issue_url(passage)
             status, outcome = 200, "ok"
         except Exception as exc:  # every failure becomes the contract's JSON
             failure = as_domain_error(exc, method, environ.get("PATH_INFO") or "")
@@ -116,5 +141,39 @@ class HotRoutes:
     def issue_url(self, passage: Passage) -> dict[str, Any]:
         """The signed purchase URL for a user the edge let through."""
         activity = passage.require_activity()
+        if activity.queued:
+            position = self.queue.position(activity.id, passage.require_uid())
+            if position is None:
+                raise errors.NotAdmitted()
+            raise errors.NotAdmitted(position=position)
         token, expires_at = self.signer.sign(activity.id, passage.require_uid())
         return {"url": f"/seckill/{activity.id}/{token}/buy", "expires_at": expires_at}
+
+    def queue_call(self, passage: Passage, environ: WSGIEnviron, method: str
+                   ) -> dict[str, Any]:
+        """Join the queue (POST) or say where the user stands (GET): the status body, with the
+        purchase URL once admitted (valid as long as the admission)."""
+        activity = self.sale.activity(passage.activity_id())
+        uid = passage.require_uid()
+        if not activity.queued:
+            raise errors.BadRequest("this activity has no queue: its purchase URL is at "
+                                    "GET /seckill/url", field="admission")
+        if method == "POST":
+            body = json_body(read_body(environ), allow_empty=True)
+            if body is None:
+                body = {}
+            if not isinstance(body, dict) or set(body) - {"altcha"}:
+                raise errors.BadRequest('the body must be {} or {"altcha": "<solution>"}')
+            if activity.challenge:
+                if self.challenges is None:
+                    raise errors.Unavailable("the challenge service is not configured")
+                self.challenges.verify(activity.id, uid, body.get("altcha"))
+            view = self.queue.join(activity, uid)
+        else:
+            view = self.queue.status(activity.id, uid)
+        answer = view.body()
+        if view.status == "admitted":
+            token, expires_at = self.signer.sign(activity.id, uid,
+                                                 until=view.admitted_until_ms // 1000)
+            answer.update(url=f"/seckill/{activity.id}/{token}/buy", expires_at=expires_at)
+        return answer

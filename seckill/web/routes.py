@@ -25,6 +25,7 @@ from seckill.services import Services
 from seckill.sql.engine import ping
 from seckill.store import catalog
 from seckill.store.connection import ping_redis
+from seckill.web import admission as admission_routes
 from seckill.web.body import json_body, read_body
 from seckill.web.limits import ColdLimits
 
@@ -47,6 +48,7 @@ def register(app: Flask, limits: ColdLimits) -> None:
     app.register_blueprint(_user(limits))
     app.register_blueprint(_admin(limits))
     app.register_blueprint(_service())
+    app.register_blueprint(admission_routes.blueprint(limits))
 
 
 def _user(limits: ColdLimits) -> Blueprint:

@@ -1,0 +1,123 @@
+-- queue_view.lua (included by queue_join.lua and queue_status.lua): the queue of a `queue` or
+-- `draw` activity moves forward, then says where one user stands. Every call of either script
+-- does this first, so the queue advances whenever anyone asks; no process runs a timer.
+--
+-- KEYS[1] :meta      starts_ms, ends_ms, remaining (-1 unlimited), admission, admission_factor,
+--                    admitted_total, queue_opens_ms
+-- KEYS[2] :buyers    user -> order id (the purchase script's)
+-- KEYS[3] :queue     sorted set: the waiting users, by place (lowest first): before the start
+--                    the 52-bit rank SHA-256(seed:user) gives (seckill/domain/admission.py),
+--                    after it 2^52 + the arrival number
+-- KEYS[4] :admitted  sorted set: the admitted users, by when their admission lapses (ms)
+-- KEYS[5] :lapsed    hash: user -> when their admission lapsed unused
+-- KEYS[6] :expired   hash (a payment window's): user -> their order that expired unpaid
+--
+-- Invariant (after every call, with one unit per buyer): admitted users who have not bought
+-- <= floor(remaining x admission_factor). admit() only fills the room below that bound; a
+-- purchase lowers `remaining` by one and the buyer's admission still counts until it leaves
+-- `admitted` (the gateway removes it after the 200, a status call or its lapse does), so the
+-- count of the unbought ones drops with it.
+
+local MAX_STEP = 1000  -- users admitted or lapsed per call at most: a call stays short
+
+local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'remaining', 'admission',
+  'admission_factor', 'admitted_total', 'queue_opens_ms')
+if not meta[1] then
+  return {'uninitialized'}
+end
+local starts_ms, ends_ms = tonumber(meta[1]), tonumber(meta[2])
+local remaining = tonumber(meta[3])
+local admission = meta[4] or 'first_come'
+if admission == 'first_come' then
+  return {'first_come'}
+end
+local factor = tonumber(meta[5] or '1')
+local opens_ms = tonumber(meta[7] or '0')
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- Admissions that ran out: gone from `admitted`; unused ones are remembered as lapsed.
+local function lapse()
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now_ms, 'LIMIT', 0, MAX_STEP)
+  for _, user in ipairs(gone) do
+    redis.call('ZREM', KEYS[4], user)
+    if redis.call('HEXISTS', KEYS[2], user) == 0 then
+      redis.call('HSET', KEYS[5], user, now_ms)
+    end
+  end
+end
+
+-- Admit from the front of the queue into the room the units left make.
+local function admit(ttl_ms)
+  local room
+  if remaining < 0 then
+    room = MAX_STEP
+  else
+    room = math.min(MAX_STEP, math.floor(remaining * factor) - redis.call('ZCARD', KEYS[4]))
+  end
+  if room <= 0 then
+    return
+  end
+  local front = redis.call('ZPOPMIN', KEYS[3], room)
+  local admitted = 0
+  for i = 1, #front, 2 do
+    local user = front[i]
+    if redis.call('HEXISTS', KEYS[2], user) == 0 then
+      redis.call('ZADD', KEYS[4], now_ms + ttl_ms, user)
+      admitted = admitted + 1
+    end
+  end
+  if admitted > 0 then
+    redis.call('HINCRBY', KEYS[1], 'admitted_total', admitted)
+  end
+end
+
+local function advance(ttl_ms)
+  if now_ms >= starts_ms and now_ms < ends_ms then
+    lapse()
+    admit(ttl_ms)
+  end
+end
+
+-- {status, position, admitted until ms, waiting, admitted, remaining, now ms, starts ms,
+--  admitted in all, order id, lapsed ms}; position 0 when none.
+local function view(user)
+  local waiting, admitted = redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[4])
+  local total = tonumber(redis.call('HGET', KEYS[1], 'admitted_total') or '0')
+  local function answer(status, position, until_ms, order_id, lapsed_ms)
+    return {status, position or 0, until_ms or 0, waiting, admitted, remaining, now_ms,
+            starts_ms, total, order_id or '', lapsed_ms or 0}
+  end
+  if user == '' then
+    return answer('state')
+  end
+  local order_id = redis.call('HGET', KEYS[2], user)
+  if order_id then
+    if redis.call('ZREM', KEYS[4], user) == 1 then
+      admitted = admitted - 1
+    end
+    return answer('purchased', 0, 0, order_id)
+  end
+  if now_ms >= ends_ms then
+    return answer('ended')
+  end
+  local sold_out = now_ms >= starts_ms and remaining == 0
+  local until_ms = redis.call('ZSCORE', KEYS[4], user)
+  if until_ms then
+    return answer(sold_out and 'sold_out' or 'admitted', 0, tonumber(until_ms))
+  end
+  local place = redis.call('ZRANK', KEYS[3], user)
+  if place then
+    if now_ms < starts_ms then
+      return answer('waiting')
+    end
+    if sold_out then
+      return answer('sold_out', place + 1)
+    end
+    return answer(admission == 'draw' and 'not_drawn' or 'waiting', place + 1)
+  end
+  if sold_out then
+    return answer('sold_out')
+  end
+  return answer('none', 0, 0, nil, tonumber(redis.call('HGET', KEYS[5], user) or '0'))
+end
