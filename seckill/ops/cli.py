@@ -20,6 +20,7 @@ from seckill.ops.commands import (
     READ,
     WRITE,
     Failure,
+    cmd_activity_admission,
     cmd_activity_create,
     cmd_activity_restock,
     cmd_activity_show,
@@ -230,6 +231,16 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--payment-window", type=int, metavar="SECONDS",
                         help="buyers have this long to pay (0..86400); an unpaid order expires "
                              "and its units go back on sale (default 0: a purchase is final)")
+    create.add_argument("--admission", choices=("first_come", "queue", "draw"),
+                        help="who may buy: first come (default), a queue in a random order "
+                             "for those who join before the start, or a draw")
+    opens = create.add_mutually_exclusive_group()
+    opens.add_argument("--queue-opens-in", type=int, metavar="SECONDS",
+                       help="queue/draw: the queue opens this many seconds from now "
+                            "(default: now)")
+    opens.add_argument("--queue-opens-at", help="queue/draw: ISO 8601 with an offset")
+    create.add_argument("--challenge", action="store_true",
+                        help="queue/draw: joining needs a solved proof-of-work challenge")
     create.set_defaults(handler=cmd_activity_create)
     show = verbs.add_parser("show", help="print an activity (reads only)")
     show.add_argument("id")
@@ -240,6 +251,11 @@ def build_parser() -> argparse.ArgumentParser:
     restock.add_argument("id")
     restock.add_argument("units", type=units_arg, help="units to add; e.g. 50, or -5")
     restock.set_defaults(handler=cmd_activity_restock)
+    factor = verbs.add_parser(
+        "admission", help="set a queue's admission factor live (admitted <= units left x it)")
+    factor.add_argument("id")
+    factor.add_argument("--factor", type=float, required=True, help="above 0, at most 100")
+    factor.set_defaults(handler=cmd_activity_admission)
 
     order = commands.add_parser("order", help="operator actions on orders")
     order_verbs = order.add_subparsers(dest="verb", metavar="VERB", required=True)

@@ -184,6 +184,15 @@ def _activity_body(args: argparse.Namespace) -> dict[str, Any]:
     }
     if args.payment_window is not None:
         body["payment_window"] = args.payment_window
+    if args.admission is not None:
+        body["admission"] = args.admission
+    if args.queue_opens_at is not None or args.queue_opens_in is not None:
+        body["queue_opens_at"] = args.queue_opens_at or iso_from_ms(
+            now_ms() + 1000 * args.queue_opens_in)
+    elif args.admission in ("queue", "draw"):
+        body["queue_opens_at"] = iso_from_ms(now_ms())  # the queue opens now
+    if args.challenge:
+        body["challenge"] = True
     if args.kind == PACKETS:
         # The admin API's validation says what is missing or misplaced.
         body["kind"] = PACKETS
@@ -281,6 +290,28 @@ def cmd_activity_restock(args: argparse.Namespace) -> int:
         except errors.InsufficientStock as exc:
             raise Failure(f"{exc.code}: {exc.message}") from None
     updated = dataclasses.replace(found, total=total, remaining=remaining)
+    print(json.dumps(updated.public(now_ms()), indent=2))
+    return 0
+
+
+def cmd_activity_admission(args: argparse.Namespace) -> int:
+    """``seckill activity admission``: set a queue's admission factor live, then print the
+    activity (the admin API's path: POST /admin/activities/<aid>/admission)."""
+    import dataclasses
+
+    from seckill.domain.activities import now_ms
+    from seckill.domain.admission import parse_factor
+
+    _activity_id(args.id)
+    factor = parse_factor({"factor": args.factor})  # the admin API's validation
+    with _services(WRITE) as services:
+        found = services.cache.get(args.id)
+        if found is None:
+            raise Failure(f"no activity {args.id!r}")
+        if not found.queued:
+            raise Failure(f"activity {args.id!r} has no queue (admission first_come)")
+        services.queue.set_factor(found.id, factor)
+    updated = dataclasses.replace(found, admission_factor=factor)
     print(json.dumps(updated.public(now_ms()), indent=2))
     return 0
 

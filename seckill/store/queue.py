@@ -111,7 +111,9 @@ class AdmissionQueue:
         return None if place is None else int(place) + 1
 
     def set_factor(self, aid: str, factor: float) -> None:
-        """The operator's admission factor, live: the next poll admits by it."""
+        """The operator's admission factor, live: the next poll admits by it (kept in the
+        database too, for a rebuild)."""
+        self.restorer.book.set_admission_factor(aid, factor)
         try:
             self.client.hset(self.keys.meta(aid), "admission_factor", f"{factor:g}")
         except redis.RedisError as exc:

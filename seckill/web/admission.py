@@ -65,7 +65,6 @@ def blueprint(limits: ColdLimits) -> Blueprint:
         activity = _queued(aid)
         factor = admission.parse_factor(json_body(read_body(request.environ), False))
         found = _services()
-        found.book.set_admission_factor(aid, factor)
         found.queue.set_factor(aid, factor)
         found.cache.forget(aid)
         return dataclasses.replace(activity, admission_factor=factor).public(now_ms())
