@@ -355,6 +355,31 @@ def test_micro_cache_serves_the_activity_and_nothing_per_user(instances, tmp_pat
         assert len(set(clocks)) == 3, clocks
 
 
+def test_micro_cache_serves_a_queue_state_and_never_a_users_place(
+        instances, tmp_path, http) -> None:
+    """The public queue state is cached for a second (a crowd watching a queue costs one
+    upstream request a second); a user's own status never is."""
+    with front(instances, tmp_path, ip_rate="off") as proxy:
+        aid = create_activity(http, proxy.admin_base, total=5, admission="queue",
+                              queue_opens_at=iso(-5), starts_at=iso(60))
+        url = f"{proxy.base}/seckill/{aid}/queue/state"
+        first = call(http, "GET", url)
+        assert (first.status, first.headers["X-Cache"]) == (200, "MISS"), first.body
+        assert (first.body["state"], first.body["waiting"]) == ("queue_open", 0)
+        joined = call(http, "POST", f"{proxy.base}/seckill/{aid}/queue",
+                      {**bearer("alice"), "Content-Type": "application/json"}, b"{}")
+        assert joined.status == 200 and "X-Cache" not in joined.headers, joined.body
+        again = call(http, "GET", f"{url}?bust=1", bearer("bob"))
+        assert again.headers["X-Cache"] == "HIT" and again.body == first.body
+        deadline = time.monotonic() + 5
+        while (fresh := call(http, "GET", url)).body["waiting"] != 1:
+            assert time.monotonic() < deadline, fresh.body
+            time.sleep(0.1)
+        for uid, status in (("alice", "waiting"), ("bob", "none"), ("alice", "waiting")):
+            mine = call(http, "GET", f"{proxy.base}/seckill/{aid}/queue", bearer(uid))
+            assert mine.body["status"] == status and "X-Cache" not in mine.headers
+
+
 # -- what nginx answers itself -------------------------------------------------------------
 
 
