@@ -36,12 +36,24 @@ def breaks_a_cross_field_rule(body: Any) -> bool:
     if starts is None or ends is None or ends <= starts or ends <= time.time() + 60:
         return True
     amount, count = body.get("amount"), body.get("count")
-    return isinstance(amount, int) and isinstance(count, int) and amount < count
+    if isinstance(amount, int) and isinstance(count, int) and amount < count:
+        return True
+    return breaks_an_admission_rule(body, starts)
+
+
+def breaks_an_admission_rule(body: dict[str, Any], starts: float) -> bool:
+    """A queue or draw needs queue_opens_at before starts_at and no shards; first_come takes
+    neither queue_opens_at nor a challenge."""
+    if body.get("admission", "first_come") == "first_come":
+        return "queue_opens_at" in body or body.get("challenge") is True
+    opens = _epoch(body.get("queue_opens_at"))
+    shards = body.get("shards", 1)
+    return opens is None or opens >= starts or (isinstance(shards, int) and shards > 1)
 
 
 def has_a_float(value: Any) -> bool:
     """Whether a body holds a JSON number with a fraction or an exponent anywhere (the
-    document's schemas have no number that is not an integer)."""
+    document's schemas have no number that is not an integer, but the admission factor)."""
     if isinstance(value, float):
         return True
     if isinstance(value, dict):
@@ -57,7 +69,8 @@ def filter_case(context: schemathesis.HookContext, case: schemathesis.Case) -> b
     meta = case.meta
     if meta is None or meta.generation.mode != GenerationMode.POSITIVE:
         return True
-    if has_a_float(case.body):
+    if has_a_float(case.body) and case.operation.definition.raw.get(
+            "operationId") != "setAdmissionFactor":  # the one number that is not a count
         return False
     if case.operation.definition.raw.get("operationId") == "createActivity":
         return not breaks_a_cross_field_rule(case.body)

@@ -90,6 +90,11 @@ def seed(base: str) -> Seeded:
          "ends_at": iso(7200)},
         {"id": f"packets-{tag}", "name": "Envelopes", "kind": "packets", "amount": 100_000,
          "count": 1_000, "starts_at": iso(-60), "ends_at": iso(3600)},
+        # Fair admission: a queue on sale now, and a draw taking entries.
+        {"id": f"queue-{tag}", "name": "Queued", "total": 1_000, "admission": "queue",
+         "queue_opens_at": iso(-120), "starts_at": iso(-60), "ends_at": iso(3600)},
+        {"id": f"draw-{tag}", "name": "Drawn", "total": 10, "admission": "draw",
+         "queue_opens_at": iso(-60), "starts_at": iso(3600), "ends_at": iso(7200)},
     ]
     for body in bodies:
         status, answer = call(base, "POST", "/admin/activities", ADMIN_TOKEN, body)
@@ -172,6 +177,12 @@ def config(base: str, seeded: Seeded | None) -> dict[str, Any]:
             # quantity over this activity's per_user_limit (1 for packets); a restock of
             # unlimited stock or packets, or one that takes the total past 1000000000.
             {"include-operation-id": ["purchase", "restock"],
+             "checks": {"positive_data_acceptance": {
+                 "expected-statuses": [*ACCEPTED, "410", "400"]}}},
+            # The queue's calls on an activity without a queue (first_come, the seeded ones
+            # but two), and a challenge where the queue needs none: 400 as the contract says.
+            {"include-operation-id": ["joinQueue", "getQueueStatus", "getQueueState",
+                                      "getChallenge", "setAdmissionFactor"],
              "checks": {"positive_data_acceptance": {
                  "expected-statuses": [*ACCEPTED, "410", "400"]}}},
         ],

@@ -37,9 +37,10 @@ BUY = Route(PURCHASE, USER, WINDOW, SOLD_OUT, PURCHASE_URL)
 URL = Route("user.purchase_url", USER, WINDOW, IN_STOCK, RATE)
 # No window filter: the queue is joined and polled before the sale starts. No rate filter:
 # a poll is one round trip, and polling more often changes nobody's place.
-QUEUE = Route("user.queue", USER)
+QUEUE_STATUS = Route("user.queue_status", USER)
+QUEUE_JOIN = Route("user.queue_join", USER)
 _ALLOWED = {BUY.endpoint: ("POST",), URL.endpoint: ("GET", "HEAD"),
-            QUEUE.endpoint: ("GET", "HEAD", "POST")}
+            QUEUE_STATUS.endpoint: ("GET", "HEAD", "POST"), QUEUE_JOIN.endpoint: ("POST",)}
 
 # Werkzeug's status lines ("410 GONE"): the same bytes Flask writes.
 _STATUS = {code: f"{code} {text.upper()}" for code, text in HTTP_STATUS_CODES.items()}
@@ -96,7 +97,8 @@ class HotRoutes:
             return self._answer(environ, start_response, BUY, view_args)
         if (len(parts) == 4 and parts[1] == "seckill" and parts[3] == "queue" and not parts[0]
                 and parts[2]):
-            return self._answer(environ, start_response, QUEUE, {"aid": _decoded(parts[2])})
+            route = QUEUE_JOIN if environ.get("REQUEST_METHOD") == "POST" else QUEUE_STATUS
+            return self._answer(environ, start_response, route, {"aid": _decoded(parts[2])})
         return self.flask_app(environ, start_response)
 
     def _answer(self, environ: WSGIEnviron, start_response: StartResponse, route: Route,
@@ -113,7 +115,7 @@ class HotRoutes:
                 _query(environ) if route is URL else None))
             if route is BUY:
                 body = self.buy(passage, environ)
-            elif route is QUEUE:
+            elif route is QUEUE_STATUS or route is QUEUE_JOIN:
                 body = self.queue_call(passage, environ, method)
             else:
                 body = self.issue_url(passage)
