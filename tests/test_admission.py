@@ -221,3 +221,27 @@ def test_the_draw_is_the_one_its_seed_gives_and_its_waiting_list_follows_lapses(
     assert after[drawn[0]] == "purchased"
     assert [after[uid] for uid in drawn[3:5]] == ["admitted", "admitted"]
     assert after[drawn[5]] == "not_drawn"
+
+
+def test_the_queue_keys_share_the_activity_slot_and_a_rebuild_keeps_the_admission(
+        client: FlaskClient, app: Flask, rds: Any) -> None:
+    """Every key the queue scripts touch is in the activity's slot (one cluster master); after
+    Redis loses the activity, the rebuild from the database keeps its admission, its seed (the
+    same draw) and the operator's factor."""
+    from redis.cluster import key_slot
+
+    from seckill.store.queue import queue_keys
+
+    services = app.extensions["seckill"]
+    draw = queued_activity(client, "draw", total=2, starts_in=30)
+    aid = draw["id"]
+    keys = queue_keys(services.keys, aid)
+    assert len({key_slot(key.encode()) for key in keys}) == 1, keys
+    expect(client.post(f"/admin/activities/{aid}/admission", json={"factor": 1.5},
+                       headers=ADMIN), 200)
+    rds.delete(services.keys.meta(aid))  # Redis lost it
+    services.cache.forget(aid)
+    assert join(client, aid, "after-loss").status_code == 200  # rebuilt on the way
+    again = expect(client.get(f"/seckill/activities/{aid}"), 200)
+    assert (again["admission"], again["draw_commitment"], again["admission_factor"]) == (
+        "draw", draw["draw_commitment"], 1.5)
