@@ -124,3 +124,25 @@ def test_payments_benchmark_smoke_releases_every_hold_once(tmp_path: Path) -> No
     assert release["meta_after"] == {"total": 500, "remaining": 500, "sold": 0, "expired": 500}
     assert runs["window"]["holds"] == runs["window"]["meta"]["sold"]
     assert runs["plain"]["holds"] == 0
+
+
+def test_admission_benchmark_smoke_runs_every_pair(tmp_path: Path) -> None:
+    """``python -m bench.admission`` end to end in seconds (Valkey, gateway, hello, seed,
+    nginx, wrk): every pair runs, purchases by admitted users are all sales, and each buyer's
+    admission ended with their purchase."""
+    _need_wrk()
+    out = tmp_path / "admission"
+    command = [sys.executable, "-m", "bench.admission", "--rounds", "1", "--duration", "1",
+               "--warmup", "0", "--settle", "0.1", "--users", "6000", "--output", str(out)]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, f"bench.admission failed:\n{done.stderr[-6000:]}"
+    data = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    runs = {run["kind"]: run for run in data["runs"]}
+    assert set(runs) == {"state-nginx", "hello", "queue-status", "seed", "admitted", "purchase"}
+    for run in runs.values():
+        assert not run["failed"] and run["ok"] > 0, run
+        assert set(run["statuses"]) == {"200"}, run
+    admitted = runs["admitted"]
+    assert admitted["admissions_left"] == 6000 - admitted["sold"]
+    assert set(data["ratios"]) == {"state-nginx", "queue-status", "admitted"}
