@@ -245,3 +245,37 @@ def test_the_queue_keys_share_the_activity_slot_and_a_rebuild_keeps_the_admissio
     again = expect(client.get(f"/seckill/activities/{aid}"), 200)
     assert (again["admission"], again["draw_commitment"], again["admission_factor"]) == (
         "draw", draw["draw_commitment"], 1.5)
+
+
+def test_an_expired_payment_hold_reopens_the_queue(client: FlaskClient, app: Flask) -> None:
+    """The only unit is bought and held; the buyer never pays; when the hold expires the
+    unit is back and the next waiter is admitted (the queue reopens by itself)."""
+    import threading
+
+    from seckill.worker.expiry import Expirer
+    from seckill.worker.stop import StopFlag
+
+    services = app.extensions["seckill"]
+    activity = queued_activity(client, total=1, starts_in=0.5, payment_window=1)
+    aid = activity["id"]
+    for uid in ("first", "second"):
+        expect(join(client, aid, uid), 200)
+    wait_for_start(activity)
+    winner = next(u for u in ("first", "second") if poll(client, aid, u)["status"] == "admitted")
+    other = "second" if winner == "first" else "first"
+    assert "pay_by" in expect(buy_admitted(client, aid, winner), 200)
+    assert poll(client, aid, other)["status"] == "sold_out"
+    expirer = Expirer(services.client, services.keys, services.book, refresh_seconds=0.2)
+    stop = StopFlag()
+    thread = threading.Thread(target=expirer.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 5
+        while poll(client, aid, other)["status"] != "admitted":
+            assert time.monotonic() < deadline, poll(client, aid, other)
+            time.sleep(0.1)
+    finally:
+        stop.event.set()
+        thread.join(timeout=5)
+    expect(join(client, aid, winner), 409, "hold_expired")
+    expect(buy_admitted(client, aid, other), 200)
