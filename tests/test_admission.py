@@ -279,3 +279,4 @@ def test_an_expired_payment_hold_reopens_the_queue(client: FlaskClient, app: Fla
         thread.join(timeout=5)
     expect(join(client, aid, winner), 409, "hold_expired")
     expect(buy_admitted(client, aid, other), 200)
+
