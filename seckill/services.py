@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import hmac
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
 from seckill.store.activities import ActivityStore
 from seckill.store.cache import ActivityCache
+from seckill.store.challenge import Challenges
 from seckill.store.connection import (
     Client,
     ScriptWire,
@@ -44,6 +47,14 @@ from seckill.store.soldout import SoldOutBoard
 from seckill.store.stock import StockService
 
 
+def challenge_secret(settings: Settings) -> str:
+    """The proof-of-work challenges' HMAC key, derived from the URL signing key (no secret of
+    its own to configure; rotating SECKILL_SECRET_KEY voids the challenges out, for at most
+    their 5 minutes: users solve another)."""
+    return hmac.new(settings.secret_keys[0].encode(), b"seckill-altcha-v1",
+                    hashlib.sha256).hexdigest()
+
+
 @dataclasses.dataclass
 class Services:
     """The parts of one gateway process."""
@@ -63,7 +74,7 @@ class Services:
     sale: SaleState
     payments: Payments
     queue: AdmissionQueue
-    challenges: Any = None  # TODO(wire): seckill.store.challenge.Challenges
+    challenges: Challenges
     # Also run by close(): parts the web layer adds (the cold routes' limiter's client).
     closers: list[Callable[[], None]] = dataclasses.field(default_factory=list)
 
@@ -113,7 +124,8 @@ class Services:
         return cls(settings=settings, client=client, keys=keys, scripts=scripts,
                    activities=activities, cache=cache, stock=stock, engine=engine, book=book,
                    restorer=restorer, board=board, wire=wire, sale=sale,
-                   payments=Payments(stock), queue=queue)
+                   payments=Payments(stock), queue=queue,
+                   challenges=Challenges(client, keys, challenge_secret(settings)))
 
     def close(self) -> None:
         """Stop the background threads and close every connection."""

@@ -183,10 +183,13 @@ def test_no_token_no_button(stack: UpStack, page: Any) -> None:
     from playwright.sync_api import expect
 
     aid = stack.create_activity(name="Phone", total=3)
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url))
     page.goto(f"{stack.base}/#activity={aid}")
     expect(page.locator("#countdown")).to_have_text("The sale is open!")
     expect(page.locator("#hint")).to_have_text("Enter a user token under Demo settings to buy.")
     expect(page.locator("#buy")).to_be_disabled()
+    expect(page.locator("#queue")).to_be_hidden()  # first come: no queue on the page
     # Entered by hand instead.
     page.locator("#setup summary").click()
     page.locator("#token-input").fill(user_token("frank"))
@@ -194,6 +197,8 @@ def test_no_token_no_button(stack: UpStack, page: Any) -> None:
     expect(page.locator("#buy")).to_be_enabled()
     page.locator("#buy").click()
     expect(page.locator("#outcome")).to_have_text(re.compile(r"^You got it! Order \S+\.$"))
+    expect(page.locator("#queue")).to_be_hidden()
+    assert not [u for u in asked if re.search(r"/seckill/[^/]+/queue", u)], asked  # nor asks
 
 
 def test_pay_by_counts_down_and_an_unpaid_order_is_said_to_have_expired(

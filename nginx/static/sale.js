@@ -1,6 +1,7 @@
 // The sale page: plain JS, no build step. Time comes from the server (GET /seckill/time,
 // corrected for half the round trip) and then runs on the browser's monotonic clock
 // (performance.now), so neither a wrong nor a changing browser clock moves the countdown.
+// A queue or draw activity's join, polls and turn are in queue.js (loaded first).
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -26,6 +27,7 @@ const page = {
   activity: null, token: null, offsetMs: null, startsMs: null, endsMs: null,
   state: null, busy: false, done: false, retryAtMs: null,
   payBy: null, payment: null,  // a payment window's order: its deadline (server ms) and state
+  admission: null, queueOpensMs: null, challenge: false,  // queue and draw: queue.js
 };
 
 function readFragment() {
@@ -97,7 +99,11 @@ async function loadActivity() {
   page.startsMs = Date.parse(body.starts_at);
   page.endsMs = Date.parse(body.ends_at);
   page.state = body.state;
+  page.admission = body.admission || "first_come";
+  page.queueOpensMs = body.queue_opens_at ? Date.parse(body.queue_opens_at) : null;
+  page.challenge = body.challenge === true;
   render();
+  queueLoaded();
 }
 
 function two(n) { return String(n).padStart(2, "0"); }
@@ -108,6 +114,9 @@ function render() {
   let state = page.state;
   if (now >= page.endsMs) state = "ended";
   else if (now >= page.startsMs && state === "upcoming") state = "open";
+  else if (queued() && state === "upcoming" && now >= page.queueOpensMs) state = "queue_open";
+  // A waiter's status says sold out the moment the queue closes, before the activity's view.
+  if (queued() && queue.status === "sold_out" && state !== "ended") state = "sold_out";
   $("state").textContent = state.replace("_", " ");
   if (now < page.startsMs) {
     const left = page.startsMs - now;
@@ -123,8 +132,11 @@ function render() {
   }
   renderPayment(now);
   const waiting = page.retryAtMs !== null && performance.now() < page.retryAtMs;
-  $("buy").disabled = page.busy || page.done || waiting || state !== "open" || !page.token;
-  $("hint").textContent = page.token ? "" : "Enter a user token under Demo settings to buy.";
+  $("buy").disabled = page.busy || page.done || waiting || state !== "open" || !page.token ||
+    (queued() && !mayBuyFromQueue(now));  // a queue's buyers buy in their turn only
+  $("hint").textContent = page.token || queued() ? ""
+    : "Enter a user token under Demo settings to buy.";
+  renderQueue(now);
 }
 
 // With a payment window: "pay by" and the time left, on the server's clock.
@@ -247,7 +259,9 @@ async function buy() {
   try {
     showOutcome("Buying…");
     const aid = encodeURIComponent(page.activity);
-    const url = await api(`/seckill/url?activity=${aid}`, { auth: true });
+    // A queue's turn carries its purchase URL; first come asks for one.
+    const url = queued() ? queuePurchaseUrl()
+      : await api(`/seckill/url?activity=${aid}`, { auth: true });
     if (url.status === 0 || url.status >= 500) {
       // No purchase was made yet (this only asks for the signed URL).
       showOutcome("The shop is very busy. Please try again in a moment.", "lost");
@@ -276,27 +290,32 @@ async function buy() {
     page.busy = false;
     render();
     loadActivity();
+    if (queued()) pollSoon();  // the queue says what the purchase changed (bought, turn over)
   }
 }
 
 async function start() {
   readFragment();
   $("buy").addEventListener("click", buy);
+  $("join").addEventListener("click", joinQueue);
   $("apply").addEventListener("click", () => {
     page.activity = $("activity-input").value.trim();
     page.token = $("token-input").value.trim();
     page.done = false;
     page.state = page.startsMs = page.endsMs = page.payBy = page.payment = null;
+    page.admission = page.queueOpensMs = null;
+    queueReset();
     showOutcome("");
     $("order").textContent = "";
     loadActivity().then(checkExistingOrder);
   });
-  window.addEventListener("hashchange", () => { readFragment(); loadActivity(); });
+  window.addEventListener("hashchange", () => { queueReset(); readFragment(); loadActivity(); });
   await syncClock();
   await loadActivity();
   await checkExistingOrder();
   setInterval(render, 100);
   setInterval(loadActivity, 2000);
+  setInterval(fetchQueueState, 2000);  // queue.js: only for a queue or draw
 }
 
 start();

@@ -8,6 +8,7 @@ import dataclasses
 from typing import Any
 
 import orjson
+import redis
 from flask import Blueprint, Response, current_app, request
 
 import edge
@@ -50,14 +51,18 @@ def blueprint(limits: ColdLimits) -> Blueprint:
     @bp.get("/seckill/<aid>/challenge")
     @edge.filters(edge.USER)
     @limits.per_user
-    def challenge(aid: str) -> dict[str, Any]:
+    def challenge(aid: str) -> Response:
         activity = _queued(aid)
-        found = _services()
-        if not activity.challenge or found.challenges is None:
+        if not activity.challenge:
             raise errors.BadRequest("this activity's queue needs no challenge",
                                     field="challenge")
-        issued: dict[str, Any] = found.challenges.issue(aid, edge.passage().require_uid())
-        return issued
+        try:
+            issued = _services().challenges.issue(aid, edge.passage().require_uid())
+        except redis.RedisError as exc:
+            raise errors.Unavailable(detail=type(exc).__name__) from exc
+        response = Response(orjson.dumps(issued), mimetype="application/json")
+        response.headers["Cache-Control"] = "no-store"  # one per user, used once
+        return response
 
     @bp.post("/admin/activities/<aid>/admission")
     @edge.filters(edge.ADMIN)

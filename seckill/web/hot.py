@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import orjson
+import redis
 from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wrappers import Request
 
@@ -169,7 +170,10 @@ class HotRoutes:
             if activity.challenge:
                 if self.challenges is None:
                     raise errors.Unavailable("the challenge service is not configured")
-                self.challenges.verify(activity.id, uid, body.get("altcha"))
+                try:
+                    self.challenges.verify(activity.id, uid, body.get("altcha"))
+                except redis.RedisError as exc:
+                    raise errors.Unavailable(detail=type(exc).__name__) from exc
             view = self.queue.join(activity, uid)
         else:
             view = self.queue.status(activity.id, uid)

@@ -1,0 +1,51 @@
+"""Joining a ``"challenge": true`` queue through the gateway (in-process, both backends): the
+challenge route, and a join with a missing, wrong, reused or another user's solution refused
+with 403 ``challenge_failed``, a good one let in."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from flask.testing import FlaskClient
+
+from tests.admission_helpers import join, queued_activity
+from tests.conftest import BOTH_BACKENDS, expect, user_headers
+from tests.test_challenge import solve
+
+pytestmark = BOTH_BACKENDS
+
+
+def challenge_for(client: FlaskClient, aid: str, uid: str) -> dict[str, object]:
+    answer = client.get(f"/seckill/{aid}/challenge", headers=user_headers(uid))
+    issued = expect(answer, 200)
+    assert answer.headers["Cache-Control"] == "no-store"
+    assert set(issued) == {"algorithm", "challenge", "maxnumber", "salt", "signature"}
+    return issued
+
+
+def test_a_join_needs_a_fresh_solution_of_the_users_own_challenge(client: FlaskClient) -> None:
+    aid = queued_activity(client, total=3, starts_in=60, challenge=True)["id"]
+    expect(join(client, aid, "ann"), 403, "challenge_failed")  # none
+    expect(join(client, aid, "ann", {"altcha": "bm90IGEgc29sdXRpb24="}), 403,
+           "challenge_failed")  # garbage
+    issued = challenge_for(client, aid, "ann")
+    good = solve(issued)
+    wrong = json.loads(base64.b64decode(good))
+    wrong["number"] += 1
+    expect(join(client, aid, "ann", {"altcha": base64.b64encode(json.dumps(wrong).encode())
+                                     .decode()}), 403, "challenge_failed")
+    expect(join(client, aid, "bob", {"altcha": good}), 403, "challenge_failed")  # not bob's
+    assert expect(join(client, aid, "ann", {"altcha": good}), 200)["status"] == "waiting"
+    expect(join(client, aid, "ann", {"altcha": good}), 403, "challenge_failed")  # reused
+    bobs = solve(challenge_for(client, aid, "bob"))
+    assert expect(join(client, aid, "bob", {"altcha": bobs}), 200)["status"] == "waiting"
+
+
+def test_a_queue_without_a_challenge_issues_none(client: FlaskClient,
+                                                 make_activity: object) -> None:
+    aid = queued_activity(client, total=3, starts_in=60)["id"]
+    expect(client.get(f"/seckill/{aid}/challenge", headers=user_headers("ann")), 400,
+           "bad_request")
+    expect(client.get(f"/seckill/{aid}/challenge"), 401, "unauthenticated")
+    assert expect(join(client, aid, "ann"), 200)["status"] == "waiting"
