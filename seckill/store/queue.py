@@ -24,6 +24,7 @@ from seckill.store.connection import Client, ScriptWire
 from seckill.store.keys import KeySpace
 from seckill.store.recovery import Restorer
 from seckill.store.scripts import Scripts
+from seckill.store.stock import FollowUp
 
 log = logging.getLogger("seckill.queue")
 
@@ -91,6 +92,13 @@ class AdmissionQueue:
     def state(self, aid: str) -> QueueView:
         """The queue as a whole (``GET /seckill/<aid>/queue/state``)."""
         return QueueView.of(self._run(False, aid, ["", self.ttl_ms, ""]))
+
+    def after_purchase(self, aid: str, uid: str) -> FollowUp:
+        """What a purchase on ``aid`` sends after its script, in the same send: if the user
+        bought, their admission ends and the next user is admitted (no second round trip)."""
+        keys = queue_keys(self.keys, aid)
+        return FollowUp(("EVALSHA", self.scripts.queue_status.sha, len(keys), *keys, uid,
+                         self.ttl_ms, "forget"), lambda: self.bought(aid, uid))
 
     def bought(self, aid: str, uid: str) -> None:
         """The user bought: their admission ends now, and the next user is admitted in the

@@ -82,8 +82,10 @@ class SaleState:
         """The script's decision on a purchase the edge let through, folded into this
         process's copy and flag; a refusal is raised as its ``errors`` exception."""
         try:
+            then = (self.queue.after_purchase(activity.id, uid)
+                    if activity.queued and self.queue is not None else None)
             bought = self.stock.purchase(activity.id, uid, quantity, activity.kind,
-                                         activity.shards, activity.payment_window)
+                                         activity.shards, activity.payment_window, then)
         except errors.SoldOut:
             # A sharded activity says so only once every part was asked and had nothing.
             self.cache.note_remaining(activity.id, 0)
@@ -94,9 +96,6 @@ class SaleState:
         else:  # a sharded purchase tells one part's stock, not the whole's: count it off
             self.cache.note_sold(activity.id, bought.quantity)
         self.board.note_sale(activity.id)
-        if activity.queued and self.queue is not None:
-            # The buyer's admission ends, and the next user is admitted in the same step.
-            self.queue.bought(activity.id, uid)
         if bought.remaining == 0 or activity.shards > 1:
             # This copy may now say sold out with no flag raised anywhere: hear when units
             # come back (a cancel, a restock, an unpaid hold expiring), not a refresh later.

@@ -11,8 +11,9 @@ nothing.)
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -30,6 +31,15 @@ from seckill.store.sharded import ShardedPurchases, numbers, restock_refusal
 from seckill.store.shards import home_part, part_tags
 
 log = logging.getLogger("seckill.stock")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FollowUp:
+    """A command sent after a purchase in the same send (a queue's "the buyer bought"), and
+    what to do instead when it answers an error (e.g. NOSCRIPT)."""
+
+    command: tuple[Any, ...]
+    fallback: Callable[[], None]
 
 
 class StockService:
@@ -61,14 +71,21 @@ class StockService:
 
     # -- the decision ------------------------------------------------------------------
 
-    def _run(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+    def _run(self, script: Any, keys: list[str], args: list[Any],
+             then: FollowUp | None = None) -> Any:
         """Run a writing script, followed on the same connection by the durability mode's
         wait (:meth:`Durability.commands`), in one round trip
         (:class:`seckill.store.connection.Wire`). Returns the script's reply; raises
-        Unavailable when the reply was not read or the write could not be confirmed on disk."""
+        Unavailable when the reply was not read or the write could not be confirmed on disk.
+        ``then``: a command sent last in the same send (its own reply is its business: an
+        error reply runs its fallback)."""
         try:
             after = self.durability.commands(self.client)
-            reply, *waited = self.wire.run_script(script, keys, args, *after)
+            replies = self.wire.run_script(script, keys, args, *after,
+                                           *([then.command] if then else []))
+            if then is not None and isinstance(replies.pop(), Exception):
+                then.fallback()
+            reply, *waited = replies
         except redis.RedisError as exc:
             raise errors.Unavailable(detail=type(exc).__name__) from exc
         if waited and _wrote(reply) and not self.durability.confirmed(waited[-1]):
@@ -80,7 +97,7 @@ class StockService:
         return reply
 
     def purchase(self, aid: str, uid: str, quantity: int, kind: str = STOCK,
-                 shards: int = 1, window: int = 0) -> Purchase:
+                 shards: int = 1, window: int = 0, then: FollowUp | None = None) -> Purchase:
         """Buy units (``lua/purchase.lua``) or, for a packets activity, grab one packet
         (``lua/grab.lua``). ``kind`` is what the caller's copy of the activity says; each script
         checks it, and a copy that was wrong costs one more round trip, never a wrong sale.
@@ -100,10 +117,11 @@ class StockService:
             held = self.keys.payment_keys(aid) if window else []
             if kind == PACKETS:
                 keys = self.keys.grab_keys(aid) + held
-                reply = self._run(self.scripts.grab, keys + rate_keys, args + rate_args)
+                reply = self._run(self.scripts.grab, keys + rate_keys, args + rate_args, then)
             else:
                 keys = self.keys.activity_keys(aid) + held
-                reply = self._run(self.scripts.purchase, keys + rate_keys, args + rate_args)
+                reply = self._run(self.scripts.purchase, keys + rate_keys, args + rate_args,
+                                  then)
             rate_keys, rate_args = [], []  # a retry of this attempt is not counted again
             if reply[0] == "uninitialized" and not restored:
                 self._restore(aid)
