@@ -49,3 +49,14 @@ def test_a_queue_without_a_challenge_issues_none(client: FlaskClient,
            "bad_request")
     expect(client.get(f"/seckill/{aid}/challenge"), 401, "unauthenticated")
     assert expect(join(client, aid, "ann"), 200)["status"] == "waiting"
+
+
+def test_a_solution_that_is_not_base64_is_a_bad_request_even_where_none_is_needed(
+        client: FlaskClient) -> None:
+    """The contract's schema of the join body holds on every queue (schemathesis found ":Q"
+    accepted on a queue without a challenge)."""
+    aid = queued_activity(client, total=3, starts_in=60)["id"]
+    for bad in (":Q", 5, "A" * 1025, None):
+        refused = expect(join(client, aid, "ann", {"altcha": bad}), 400, "bad_request")
+        assert refused["field"] == "altcha"
+    assert expect(join(client, aid, "ann", {"altcha": "QUJD"}), 200)["status"] == "waiting"

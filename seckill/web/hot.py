@@ -45,6 +45,8 @@ _ALLOWED = {BUY.endpoint: ("POST",), URL.endpoint: ("GET", "HEAD"),
 
 # Werkzeug's status lines ("410 GONE"): the same bytes Flask writes.
 _STATUS = {code: f"{code} {text.upper()}" for code, text in HTTP_STATUS_CODES.items()}
+# A proof-of-work solution as the contract allows it: base64, at most 1024 characters.
+_ALTCHA = re.compile(r"[A-Za-z0-9+/]{0,1022}={0,2}")
 # A query read without decoding anything: activity=<plain id>.
 _PLAIN_QUERY = re.compile(r"activity=[A-Za-z0-9_-]{1,64}")
 
@@ -167,6 +169,10 @@ class HotRoutes:
                 body = {}
             if not isinstance(body, dict) or set(body) - {"altcha"}:
                 raise errors.BadRequest('the body must be {} or {"altcha": "<solution>"}')
+            if "altcha" in body and (not isinstance(body["altcha"], str)
+                                     or _ALTCHA.fullmatch(body["altcha"]) is None):
+                raise errors.BadRequest("altcha must be a base64 solution of at most 1024 "
+                                        "characters", field="altcha")
             if activity.challenge:
                 if self.challenges is None:
                     raise errors.Unavailable("the challenge service is not configured")
