@@ -77,7 +77,7 @@ class HotRoutes:
 
     def __init__(self, flask_app: WSGIApp, edge: Edge, sale: SaleState,
                  signer: PurchaseUrlSigner, finish: Finish, queue: AdmissionQueue,
-                 challenges: ChallengeCheck | None = None) -> None:
+                 challenges: ChallengeCheck) -> None:
         self.flask_app = flask_app
         self.edge = edge
         self.sale = sale
@@ -174,8 +174,6 @@ class HotRoutes:
                 raise errors.BadRequest("altcha must be a base64 solution of at most 1024 "
                                         "characters", field="altcha")
             if activity.challenge:
-                if self.challenges is None:
-                    raise errors.Unavailable("the challenge service is not configured")
                 try:
                     self.challenges.verify(activity.id, uid, body.get("altcha"))
                 except redis.RedisError as exc:
