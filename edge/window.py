@@ -14,7 +14,7 @@ from seckill.domain.activities import iso_from_ms, now_ms
 
 
 class SaleWindow(SaleFilter):
-    """The window filter: 404 unknown activity, 403 not started, 410 ended."""
+    """The window filter: 404 unknown activity, 403 not started, 410 ended, 503 paused."""
 
     names = frozenset({WINDOW})
 
@@ -26,4 +26,6 @@ class SaleWindow(SaleFilter):
             raise errors.NotStarted(starts_at=iso_from_ms(activity.starts_ms), now_ms=at)
         if at >= activity.ends_ms:
             raise errors.Ended()
+        if activity.paused:
+            raise errors.Paused()
         passage.activity = activity

@@ -22,6 +22,7 @@
 --   {"already_purchased", order_id, amount}   idempotent repeat (order id may end in "|c")
 --   {"not_started", starts_ms, now_ms}
 --   {"ended"}
+--   {"paused"}                                the operator paused the sale
 --   {"sold_out"}                              no packet left
 --   {"bad_quantity", 1}
 --   {"wrong_kind", kind}                      not a packets activity (use purchase.lua)

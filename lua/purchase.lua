@@ -27,6 +27,7 @@
 --   {"already_purchased", order_id}    idempotent repeat: the earlier order (may end in "|c")
 --   {"not_started", starts_ms, now_ms}
 --   {"ended"}
+--   {"paused"}                         the operator paused the sale (meta paused = "1")
 --   {"sold_out"}
 --   {"insufficient_stock", remaining}  some left, fewer than asked
 --   {"bad_quantity", per_user_limit}

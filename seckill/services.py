@@ -35,6 +35,7 @@ from seckill.store.connection import (
     make_cluster,
     make_pool,
 )
+from seckill.store.controls import SaleControls
 from seckill.store.durability import Durability
 from seckill.store.keys import KeySpace
 from seckill.store.payments import Payments
@@ -75,6 +76,7 @@ class Services:
     payments: Payments
     queue: AdmissionQueue
     challenges: Challenges
+    controls: SaleControls
     # Also run by close(): parts the web layer adds (the cold routes' limiter's client).
     closers: list[Callable[[], None]] = dataclasses.field(default_factory=list)
 
@@ -112,7 +114,7 @@ class Services:
         cache = ActivityCache(activities, settings.meta_ttl, restore=restorer.ensure)
         board = SoldOutBoard(client, keys, ttl=settings.sold_out_ttl)
         board.on_clear.append(cache.forget)
-        cache.on_unknown = lambda: board.ensure_listening(wait=False)
+        cache.on_first_load = lambda: board.ensure_listening(wait=False)
         stock = StockService(
             client, keys, scripts, book, restorer,
             Durability(settings.durability, settings.durability_timeout_ms),
@@ -125,7 +127,8 @@ class Services:
                    activities=activities, cache=cache, stock=stock, engine=engine, book=book,
                    restorer=restorer, board=board, wire=wire, sale=sale,
                    payments=Payments(stock), queue=queue,
-                   challenges=Challenges(client, keys, challenge_secret(settings)))
+                   challenges=Challenges(client, keys, challenge_secret(settings)),
+                   controls=SaleControls(activities, book, restorer))
 
     def close(self) -> None:
         """Stop the background threads and close every connection."""

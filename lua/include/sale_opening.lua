@@ -6,6 +6,7 @@
 --   4. the window, on Redis's clock (include/sale_window.lua)
 --                                                        {"not_started", starts_ms, now_ms}
 --                                                        or {"ended"}
+--   5. the operator has not paused the sale              {"paused"}
 --
 -- Before the include the script sets `sale_kind` ("stock" or "packets") and `sale_fields`,
 -- the meta fields it reads besides these. After it, `meta` holds starts_ms, ends_ms, kind,
@@ -27,4 +28,7 @@ local now_ms = redis_now_ms()
 local closed = outside_window(tonumber(meta[1]), tonumber(meta[2]), now_ms)
 if closed then
   return closed
+end
+if redis.call('HGET', KEYS[1], 'paused') == '1' then
+  return {'paused'}
 end

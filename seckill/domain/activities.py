@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from seckill.domain import admission as admissions
-from seckill.domain import errors, packets
+from seckill.domain import errors, packets, product
+from seckill.domain.product import Product
 
 ACTIVITY_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 USER_ID = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
@@ -28,7 +29,7 @@ PACKETS = "packets"
 KINDS = (STOCK, PACKETS)
 
 _COMMON_FIELDS = {"id", "name", "starts_at", "ends_at", "kind", "payment_window", "admission",
-                  "queue_opens_at", "challenge"}
+                  "queue_opens_at", "challenge"} | product.FIELDS
 _CREATE_FIELDS = {
     STOCK: _COMMON_FIELDS | {"total", "per_user_limit", "shards"},
     PACKETS: _COMMON_FIELDS | {"amount", "count"},
@@ -126,6 +127,12 @@ class Activity:
     challenge: bool = False
     draw_seed: str | None = dataclasses.field(default=None, repr=False)
     admission_factor: float = 1.0  # admitted at once <= units left x this (the operator's)
+    # The operator's pause: no URL is issued and nothing is sold until resumed (the purchase
+    # script refuses too). What the sale page shows of the product. Units sold so far (None
+    # when not read: a copy from the database).
+    paused: bool = False
+    product: Product = dataclasses.field(default_factory=Product)
+    sold: int | None = None
 
     @property
     def queued(self) -> bool:
@@ -154,6 +161,8 @@ class Activity:
             "remaining": self.remaining,
             "per_user_limit": self.per_user_limit,
             "state": self.state(at_ms),
+            "paused": self.paused,
+            **self.product.body(),
         }
         if self.kind == PACKETS:
             body["amount"] = self.amount
@@ -194,6 +203,11 @@ class Activity:
                        "challenge", int(self.challenge), "draw_seed", self.draw_seed or "",
                        "admission_factor", f"{self.admission_factor:g}", "queue_seq", 0,
                        "admitted_total", 0]
+        if self.paused:
+            fields += ["paused", 1]
+        for field, value in dataclasses.asdict(self.product).items():
+            if value is not None:
+                fields += [field, value]
         return fields
 
     def part_fields(self, part: int, total: int | None, created_ms: int) -> list[str | int]:
@@ -226,6 +240,12 @@ class Activity:
             challenge=fields.get("challenge") == "1",
             draw_seed=fields.get("draw_seed") or None,
             admission_factor=float(fields.get("admission_factor", 1)),
+            paused=fields.get("paused") == "1",
+            product=Product(
+                description=fields.get("description"), image_url=fields.get("image_url"),
+                price_amount=int(fields["price_amount"]) if "price_amount" in fields else None,
+                price_currency=fields.get("price_currency")),
+            sold=int(fields.get("sold", 0)),
         )
 
 
@@ -296,6 +316,7 @@ def parse_new_activity(body: Any, at_ms: int | None = None, seed: int | None = N
         amount=amount, seed=seed, shards=shards, payment_window=window,
         admission=admission, queue_opens_ms=opens_ms, challenge=challenge,
         draw_seed=None if admission == admissions.FIRST_COME else admissions.new_seed(),
+        product=product.parse(body),
     )
 
 

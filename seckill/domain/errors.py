@@ -230,6 +230,30 @@ class Ended(SeckillError):
     default_message = "the sale has ended"
 
 
+class AlreadyEnded(SeckillError):
+    """409: the operator asked to end an activity whose sale has already ended."""
+
+    status = 409
+    code = "already_ended"
+    default_message = "this sale has already ended"
+
+
+class Paused(SeckillError):
+    """503: the operator paused the sale; carries Retry-After (how soon to look again)."""
+
+    status = 503
+    code = "paused"
+    default_message = "the sale is paused for a moment; please try again shortly"
+    RETRY_AFTER = 5  # seconds
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message, retry_after=self.RETRY_AFTER)
+
+    def headers(self) -> dict[str, str]:
+        """The ``Retry-After`` header, next to the body's ``retry_after``."""
+        return {"Retry-After": str(self.RETRY_AFTER)}
+
+
 class TooLarge(SeckillError):
     """413: the body is over 4 KiB."""
 

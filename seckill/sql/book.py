@@ -8,6 +8,7 @@ one that only moves ``due`` to ``paid``.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -28,6 +29,7 @@ from seckill.domain.orders import (
     OrderRow,
     StoredOrder,
 )
+from seckill.domain.product import Product
 from seckill.sql.schema import activities, ensure_schema, orders
 
 
@@ -74,6 +76,8 @@ class OrderBook:
                         queue_opens_ms=activity.queue_opens_ms,
                         challenge=activity.challenge if activity.queued else None,
                         draw_seed=activity.draw_seed,
+                        paused=activity.paused or None,
+                        **dataclasses.asdict(activity.product),
                     )
                 )
         except sa.exc.IntegrityError:
@@ -93,10 +97,14 @@ class OrderBook:
 
     def set_admission_factor(self, aid: str, factor: float) -> None:
         """Keep an activity's admission factor (the operator's), for a rebuild."""
+        self.update_activity(aid, admission_factor=factor)
+
+    def update_activity(self, aid: str, **values: Any) -> bool:
+        """Set columns of an activity's row (the operator's controls); False if unknown."""
         self.ready()
         with self.engine.begin() as conn:
-            conn.execute(activities.update().where(activities.c.id == aid)
-                         .values(admission_factor=factor))
+            done = conn.execute(activities.update().where(activities.c.id == aid).values(**values))
+        return bool(done.rowcount)
 
     def load_activity(self, aid: str) -> Activity | None:
         """The activity as the database holds it (remaining: its total), or None if unknown."""
@@ -123,6 +131,11 @@ class OrderBook:
             challenge=bool(row.challenge),
             draw_seed=row.draw_seed,
             admission_factor=float(row.admission_factor or 1.0),
+            paused=bool(row.paused),
+            product=Product(
+                description=row.description, image_url=row.image_url,
+                price_amount=None if row.price_amount is None else int(row.price_amount),
+                price_currency=row.price_currency),
         )
 
     def activity_ids(self) -> set[str]:
@@ -130,6 +143,15 @@ class OrderBook:
         self.ready()
         with self.engine.connect() as conn:
             return {r[0] for r in conn.execute(sa.select(activities.c.id))}
+
+    def activity_ids_after(self, after: str | None, limit: int) -> list[str]:
+        """Up to ``limit`` activity ids in id order, those after ``after`` (a page's cursor)."""
+        self.ready()
+        query = sa.select(activities.c.id).order_by(activities.c.id).limit(limit)
+        if after is not None:
+            query = query.where(activities.c.id > after)
+        with self.engine.connect() as conn:
+            return [r[0] for r in conn.execute(query)]
 
     def activity_ends(self) -> dict[str, tuple[int, int]]:
         """Every activity the database knows: its id -> (its end, ms since the epoch; the

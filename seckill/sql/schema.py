@@ -44,6 +44,12 @@ activities = sa.Table(
     sa.Column("challenge", sa.Boolean, nullable=True),
     sa.Column("draw_seed", sa.String(64), nullable=True),
     sa.Column("admission_factor", sa.Float, nullable=True),
+    # The operator's pause (NULL: not paused) and what the sale page shows of the product.
+    sa.Column("paused", sa.Boolean, nullable=True),
+    sa.Column("description", sa.Text, nullable=True),
+    sa.Column("image_url", sa.String(2048), nullable=True),
+    sa.Column("price_amount", sa.BigInteger, nullable=True),
+    sa.Column("price_currency", sa.String(3), nullable=True),
 )
 
 

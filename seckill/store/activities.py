@@ -130,13 +130,13 @@ class ActivityStore:
 
 
 def whole(activity: Activity, parts: Sequence[Sequence[str | None]]) -> Activity | None:
-    """The activity with the whole's total and remaining, from its parts' ``PART_FIELDS``;
+    """The activity with the whole's total, remaining and sold, from its parts' ``PART_FIELDS``;
     None if a part is missing (Redis lost it: it is rebuilt from the database)."""
     if any(part[0] is None for part in parts):
         return None
+    sold = sum(int(part[2] or 0) for part in parts)
     if activity.total is None:
-        return activity  # unlimited: nothing to count
+        return dataclasses.replace(activity, sold=sold)  # unlimited: no stock to count
     total = sum(int(t or 0) + int(lent or 0) - int(borrowed or 0)
                 for t, _, _, lent, borrowed in parts)
-    sold = sum(int(part[2] or 0) for part in parts)
-    return dataclasses.replace(activity, total=total, remaining=total - sold)
+    return dataclasses.replace(activity, total=total, remaining=total - sold, sold=sold)

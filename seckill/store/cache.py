@@ -67,9 +67,10 @@ class ActivityCache:
         self._refresher: threading.Thread | None = None
         self._closed = threading.Event()
         self._background = background_client(store.client, "activities")
-        # Called once an unknown id is remembered: so that its creation is heard (the sold-out
-        # listener, whose messages forget copies) rather than waited for a refresh round.
-        self.on_unknown: Callable[[], None] | None = None
+        # Called once a copy is first made: so that what the operator changes (a creation for
+        # an unknown id, a pause, an end) is heard at once (the sold-out listener, whose
+        # messages forget copies) rather than waited for a refresh round.
+        self.on_first_load: Callable[[], None] | None = None
 
     def get(self, aid: str) -> Activity | None:
         """The copy of the activity (None: unknown id); an id with no copy is loaded now."""
@@ -154,8 +155,8 @@ class ActivityCache:
                 self._make_room()
                 self._copies[aid] = _Copy(activity)
         load.done.set()
-        if activity is None and self.on_unknown is not None:
-            self.on_unknown()
+        if self.on_first_load is not None:
+            self.on_first_load()
         return activity
 
     def _load(self, aid: str) -> Activity | None:

@@ -364,6 +364,8 @@ def _outcome(reply: list[Any], quantity: int, packets: bool) -> Purchase:
         raise errors.NotStarted(starts_at=iso_from_ms(int(reply[1])), now_ms=int(reply[2]))
     if kind == "ended":
         raise errors.Ended()
+    if kind == "paused":
+        raise errors.Paused()
     if kind == "bad_quantity":
         raise errors.BadRequest(
             f"quantity must be an integer in 1..{int(reply[1])}", field="quantity"

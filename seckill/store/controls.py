@@ -1,0 +1,133 @@
+"""The operator's levers on a live sale: pause, resume, end now; and the list of activities.
+
+A lever is written to the database first (a rebuild from it keeps the operator's choice),
+then to every part's meta hash (the sale scripts read ``paused`` and ``ends_ms`` there, so a
+process with a stale copy still cannot sell), then announced on the channel every process
+listens to, which drops their copies: the next request loads the new state. Should the
+announcement be lost, each process's refresher reads it within ``SECKILL_META_TTL``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+
+import redis
+
+from seckill.domain import errors
+from seckill.domain.activities import Activity, now_ms
+from seckill.sql.book import OrderBook
+from seckill.store.activities import ActivityStore
+from seckill.store.recovery import Restorer
+from seckill.store.shards import part_tags
+
+log = logging.getLogger("seckill.controls")
+
+MAX_PAGE = 200
+
+
+class SaleControls:
+    """Pause, resume and end an activity; list activities with their live numbers."""
+
+    def __init__(self, store: ActivityStore, book: OrderBook, restorer: Restorer) -> None:
+        self.store = store
+        self.book = book
+        self.restorer = restorer
+
+    def current(self, aid: str) -> Activity:
+        """The activity as Redis holds it now (rebuilt from the database if Redis lost it);
+        UnknownActivity if neither knows it."""
+        try:
+            activity = self.store.load(aid)
+            if activity is None and self.restorer.ensure(aid):
+                activity = self.store.load(aid)
+        except redis.RedisError as exc:
+            raise errors.Unavailable(detail=type(exc).__name__) from exc
+        if activity is None:
+            raise errors.UnknownActivity(activity=aid)
+        return activity
+
+    def set_paused(self, aid: str, paused: bool) -> Activity:
+        """Pause (or resume) the sale of ``aid``; returns the activity as it is now."""
+        activity = self.current(aid)
+        self.book.update_activity(aid, paused=paused or None)
+        self._write(activity, "paused", 1 if paused else 0)
+        return dataclasses.replace(activity, paused=paused)
+
+    def end(self, aid: str) -> Activity:
+        """End the sale of ``aid`` now; AlreadyEnded if its window is already over."""
+        activity = self.current(aid)
+        at = now_ms()
+        if at >= activity.ends_ms:
+            raise errors.AlreadyEnded(activity=aid)
+        self.book.update_activity(aid, ends_ms=at)
+        self._write(activity, "ends_ms", at)
+        return dataclasses.replace(activity, ends_ms=at)
+
+    def _write(self, activity: Activity, field: str, value: int) -> None:
+        client = self.store.client
+        try:
+            for tag in part_tags(activity.id, activity.shards):
+                client.hset(self.store.keys.meta(tag), field, value)
+        except redis.RedisError as exc:
+            raise errors.Unavailable(detail=type(exc).__name__) from exc
+        try:
+            client.publish(self.store.keys.stock_returned_channel(), activity.id)
+        except redis.RedisError:
+            log.warning("could not announce the change of %s to %s; every process reads it "
+                        "within SECKILL_META_TTL", field, activity.id)
+
+    def page(self, after: str | None, limit: int, wanted: str | None
+             ) -> tuple[list[Activity], str | None]:
+        """Up to ``limit`` activities in id order after ``after`` whose console state (see
+        :func:`console_state`) is ``wanted`` (any: None); and the cursor of the next page."""
+        found: list[Activity] = []
+        cursor = after
+        while len(found) < limit:
+            ids = self.book.activity_ids_after(cursor, MAX_PAGE)
+            if not ids:
+                return found, None
+            at = now_ms()
+            for activity in self._load(ids):
+                cursor = activity.id
+                if wanted is None or console_state(activity, at) == wanted:
+                    found.append(activity)
+                    if len(found) == limit:
+                        break
+            else:
+                cursor = ids[-1]
+        more = bool(self.book.activity_ids_after(cursor, 1))
+        return found, cursor if more else None
+
+    def _load(self, ids: Sequence[str]) -> list[Activity]:
+        """The activities of ``ids`` as Redis holds them (in one round trip, and one more for
+        sharded ones); one Redis lost is rebuilt from the database, one deleted is skipped."""
+        client = self.store.client
+        try:
+            pipe = client.pipeline(transaction=False)
+            for aid in ids:
+                pipe.hgetall(self.store.keys.meta(aid))
+            replies = pipe.execute()
+            found = [Activity.from_redis(aid, fields)
+                     for aid, fields in zip(ids, replies, strict=True) if fields]
+            summed = {a.id: w for a, w in zip(found, self.store.whole(found), strict=True) if w}
+        except redis.RedisError as exc:
+            raise errors.Unavailable(detail=type(exc).__name__) from exc
+        loaded = []
+        for aid in ids:
+            activity = summed.get(aid)
+            if activity is None:
+                try:
+                    activity = self.current(aid)
+                except errors.UnknownActivity:
+                    continue
+            loaded.append(activity)
+        return loaded
+
+
+def console_state(activity: Activity, at_ms: int) -> str:
+    """The state an operator filters by: ``paused`` for a paused activity that has not ended,
+    else the activity's state (``upcoming``, ``open``, ``sold_out``, ``ended``)."""
+    state = activity.state(at_ms)
+    return "paused" if activity.paused and state != "ended" else state

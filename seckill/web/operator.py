@@ -1,0 +1,83 @@
+"""The operator's sale-day routes: the list of activities, and pause, resume and end.
+
+Each lever answers with the activity as it is after the change; every gateway process
+follows it within a second (``seckill.store.controls``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, current_app, request
+
+import edge
+from seckill.domain import errors
+from seckill.domain.activities import Activity, is_activity_id, now_ms
+from seckill.services import Services
+from seckill.store.controls import MAX_PAGE
+
+STATES = ("upcoming", "open", "sold_out", "ended", "paused")
+DEFAULT_PAGE = 50
+
+
+def _services() -> Services:
+    found: Services = current_app.extensions["seckill"]
+    return found
+
+
+def listed(activity: Activity, at_ms: int) -> dict[str, Any]:
+    """One activity of the operator's list: its view and the units sold."""
+    return {**activity.public(at_ms), "sold": activity.sold or 0}
+
+
+def _query() -> tuple[str | None, int, str | None]:
+    args = request.args
+    state = args.get("state")
+    if state is not None and state not in STATES:
+        raise errors.BadRequest(f"state must be one of {', '.join(STATES)}", field="state")
+    raw = args.get("limit", str(DEFAULT_PAGE))
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE:
+        raise errors.BadRequest(f"limit must be an integer in 1..{MAX_PAGE}", field="limit")
+    cursor = args.get("cursor")
+    if cursor is not None and not is_activity_id(cursor):
+        raise errors.BadRequest("cursor must be the 'next' of an earlier page", field="cursor")
+    return cursor, int(raw), state
+
+
+def blueprint() -> Blueprint:
+    """The operator's list and levers."""
+    bp = Blueprint("operator", __name__)
+
+    @bp.get("/admin/activities")
+    @edge.filters(edge.ADMIN)
+    def list_activities() -> dict[str, Any]:
+        cursor, limit, state = _query()
+        found, following = _services().controls.page(cursor, limit, state)
+        at = now_ms()
+        body: dict[str, Any] = {"activities": [listed(a, at) for a in found]}
+        if following is not None:
+            body["next"] = following
+        return body
+
+    def _changed(aid: str, activity: Activity) -> dict[str, Any]:
+        _services().cache.forget(aid)  # this process at once; the others on the announcement
+        return activity.public(now_ms())
+
+    @bp.post("/admin/activities/<aid>/pause")
+    @edge.filters(edge.ADMIN)
+    def pause(aid: str) -> dict[str, Any]:
+        _services().cache.require(aid)
+        return _changed(aid, _services().controls.set_paused(aid, True))
+
+    @bp.post("/admin/activities/<aid>/resume")
+    @edge.filters(edge.ADMIN)
+    def resume(aid: str) -> dict[str, Any]:
+        _services().cache.require(aid)
+        return _changed(aid, _services().controls.set_paused(aid, False))
+
+    @bp.post("/admin/activities/<aid>/end")
+    @edge.filters(edge.ADMIN)
+    def end(aid: str) -> dict[str, Any]:
+        _services().cache.require(aid)
+        return _changed(aid, _services().controls.end(aid))
+
+    return bp
