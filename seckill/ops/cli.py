@@ -30,6 +30,7 @@ from seckill.ops.commands import (
     store_access,
     units_arg,
 )
+from seckill.ops.sale_commands import add_product_options, add_sale_verbs
 
 MAX_TOKEN_TTL = 30 * 24 * 3600
 IP_RATE = re.compile(r"off|[1-9][0-9]{0,6}r/[sm]")
@@ -205,7 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     render.set_defaults(handler=cmd_nginx_render)
 
     activity = commands.add_parser(
-        "activity", help="create, show or restock an activity (REDIS_URL, or the running up's)"
+        "activity", help="create, list, show, restock, pause, resume or end activities (REDIS_URL, "
+        "or the running up's)"
     )
     verbs = activity.add_subparsers(dest="verb", metavar="VERB", required=True)
     create = verbs.add_parser("create", help="create an activity (the admin API's validation)")
@@ -241,7 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
     opens.add_argument("--queue-opens-at", help="queue/draw: ISO 8601 with an offset")
     create.add_argument("--challenge", action="store_true",
                         help="queue/draw: joining needs a solved proof-of-work challenge")
+    add_product_options(create)
     create.set_defaults(handler=cmd_activity_create)
+    add_sale_verbs(verbs)
     show = verbs.add_parser("show", help="print an activity (reads only)")
     show.add_argument("id")
     show.set_defaults(handler=cmd_activity_show)

@@ -45,7 +45,7 @@ _ACCESS: ContextVar[str] = ContextVar("seckill_store_access", default=READ)
 
 @contextmanager
 def store_access(access: str) -> Iterator[None]:
-    """Run the block's ``_services()`` calls that name no access with ``access``."""
+    """Run the block's ``store_services()`` calls that name no access with ``access``."""
     token = _ACCESS.set(access)
     try:
         yield
@@ -104,7 +104,7 @@ def _from_running_up(env: dict[str, str]) -> dict[str, str]:
 
 
 @contextmanager
-def _services(access: str | None = None) -> Iterator[Services]:
+def store_services(access: str | None = None) -> Iterator[Services]:
     """The gateway's own services (Redis pool, database, activity store) on the command's
     store (:func:`store_settings`), so that the commands below take exactly the admin API's
     path. ``access`` (default: :func:`store_access`'s, else READ) READ gives services that
@@ -131,7 +131,8 @@ def _services(access: str | None = None) -> Iterator[Services]:
         services.close()
 
 
-def _activity_id(text: str) -> str:
+def checked_activity_id(text: str) -> str:
+    """``text`` if it is a well-formed activity id; BadRequest (exit code 2) otherwise."""
     from seckill.domain.activities import is_activity_id
 
     if not is_activity_id(text):
@@ -170,6 +171,7 @@ def _total(args: argparse.Namespace) -> int | None:
 
 def _activity_body(args: argparse.Namespace) -> dict[str, Any]:
     from seckill.domain.activities import PACKETS, iso_from_ms, ms_from_iso, now_ms
+    from seckill.ops.sale_commands import product_body
 
     if args.starts_at is not None:
         starts_at = args.starts_at
@@ -193,6 +195,7 @@ def _activity_body(args: argparse.Namespace) -> dict[str, Any]:
         body["queue_opens_at"] = iso_from_ms(now_ms())  # the queue opens now
     if args.challenge:
         body["challenge"] = True
+    body.update(product_body(args))
     if args.kind == PACKETS:
         # The admin API's validation says what is missing or misplaced.
         body["kind"] = PACKETS
@@ -220,7 +223,7 @@ def cmd_activity_create(args: argparse.Namespace) -> int:
     progress = None
     if activity.kind == PACKETS:
         progress = ProgressBar(sys.stderr, f"{activity.total} packets")
-    with _services(CREATE) as services:
+    with store_services(CREATE) as services:
         try:
             catalog.create_activity(services.book, services.activities, activity, progress)
         except errors.ActivityExists:
@@ -234,9 +237,9 @@ def cmd_activity_show(args: argparse.Namespace) -> int:
     database's is printed, with a note on stderr, and nothing is rebuilt."""
     from seckill.domain.activities import now_ms
 
-    _activity_id(args.id)
+    checked_activity_id(args.id)
     note = ""
-    with _services(READ) as services:
+    with store_services(READ) as services:
         activity = services.activities.load(args.id)
         if activity is None:
             activity = _from_database(services.book, args.id)
@@ -277,10 +280,10 @@ def cmd_activity_restock(args: argparse.Namespace) -> int:
 
     from seckill.domain.activities import MAX_TOTAL, now_ms
 
-    _activity_id(args.id)
+    checked_activity_id(args.id)
     if abs(args.units) > MAX_TOTAL:
         raise errors.BadRequest(f"units must be in -{MAX_TOTAL}..{MAX_TOTAL}")
-    with _services(WRITE) as services:
+    with store_services(WRITE) as services:
         try:
             # The admin API's path: POST /admin/activities/<aid>/stock {"add": units}.
             found = services.cache.get(args.id)
@@ -302,9 +305,9 @@ def cmd_activity_admission(args: argparse.Namespace) -> int:
     from seckill.domain.activities import now_ms
     from seckill.domain.admission import parse_factor
 
-    _activity_id(args.id)
+    checked_activity_id(args.id)
     factor = parse_factor({"factor": args.factor})  # the admin API's validation
-    with _services(WRITE) as services:
+    with store_services(WRITE) as services:
         found = services.cache.get(args.id)
         if found is None:
             raise Failure(f"no activity {args.id!r}")
@@ -330,7 +333,7 @@ def units_arg(text: str) -> int:
 def cmd_order_cancel(args: argparse.Namespace) -> int:
     """``seckill order cancel``: cancel an order (its stock goes back), print the result."""
 
-    with _services(WRITE) as services:
+    with store_services(WRITE) as services:
         try:
             remaining = services.stock.cancel(args.order_id)  # the admin API's path
         except (errors.UnknownOrder, errors.AlreadyCancelled) as exc:
@@ -341,7 +344,7 @@ def cmd_order_cancel(args: argparse.Namespace) -> int:
 
 def cmd_order_pay(args: argparse.Namespace) -> int:
     """``seckill order pay``: record a held order's payment (the admin API's path), print it."""
-    with _services(WRITE) as services:
+    with store_services(WRITE) as services:
         try:
             paid = services.payments.pay(args.order_id, args.ref)
         except errors.SeckillError as exc:
@@ -356,8 +359,8 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     """``seckill reconcile``: compare Redis with the database (``--repair``: rebuild), print it."""
     from seckill.store.reconcile import reconcile
 
-    _activity_id(args.id)
-    with _services() as services:
+    checked_activity_id(args.id)
+    with store_services() as services:
         try:
             report = reconcile(services.restorer, args.id, repair=args.repair)
         except errors.UnknownActivity:

@@ -78,10 +78,12 @@ class SaleControls:
             log.warning("could not announce the change of %s to %s; every process reads it "
                         "within SECKILL_META_TTL", field, activity.id)
 
-    def page(self, after: str | None, limit: int, wanted: str | None
+    def page(self, after: str | None, limit: int, wanted: str | None, rebuild: bool = True
              ) -> tuple[list[Activity], str | None]:
         """Up to ``limit`` activities in id order after ``after`` whose console state (see
-        :func:`console_state`) is ``wanted`` (any: None); and the cursor of the next page."""
+        :func:`console_state`) is ``wanted`` (any: None); and the cursor of the next page.
+        One Redis lost is rebuilt from the database (``rebuild``) or shown as the database
+        holds it (its ``remaining`` then the total: a reader that must not write)."""
         found: list[Activity] = []
         cursor = after
         while len(found) < limit:
@@ -89,7 +91,7 @@ class SaleControls:
             if not ids:
                 return found, None
             at = now_ms()
-            for activity in self._load(ids):
+            for activity in self._load(ids, rebuild):
                 cursor = activity.id
                 if wanted is None or console_state(activity, at) == wanted:
                     found.append(activity)
@@ -100,7 +102,7 @@ class SaleControls:
         more = bool(self.book.activity_ids_after(cursor, 1))
         return found, cursor if more else None
 
-    def _load(self, ids: Sequence[str]) -> list[Activity]:
+    def _load(self, ids: Sequence[str], rebuild: bool) -> list[Activity]:
         """The activities of ``ids`` as Redis holds them (in one round trip, and one more for
         sharded ones); one Redis lost is rebuilt from the database, one deleted is skipped."""
         client = self.store.client
@@ -117,11 +119,15 @@ class SaleControls:
         loaded = []
         for aid in ids:
             activity = summed.get(aid)
-            if activity is None:
+            if activity is None and not rebuild:
+                activity = self.book.load_activity(aid)
+            elif activity is None:
                 try:
                     activity = self.current(aid)
                 except errors.UnknownActivity:
-                    continue
+                    activity = None
+            if activity is None:
+                continue
             loaded.append(activity)
         return loaded
 
