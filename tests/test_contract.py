@@ -452,7 +452,7 @@ def test_stats_unknown_activity(client):
     ("GET", "/seckill/time/"),
     ("POST", "/seckill/x/y/z/buy"),
     ("GET", "/admin"),
-    ("GET", "/admin/activities/x"),
+    ("GET", "/admin/activities/x/y"),
     ("DELETE", "/nope"),
 ])
 def test_unknown_routes(client, method, path):

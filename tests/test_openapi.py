@@ -105,8 +105,7 @@ def test_undocumented_methods_answer_405_with_allow(app: Flask):
     for path, item in document()["paths"].items():
         concrete = sample_path(path)
         documented = {m for m in METHODS if m in item}
-        for method in ("put", "patch", "delete"):
-            assert method not in documented
+        for method in sorted({"put", "patch", "delete"} - documented):
             refused = client.open(concrete, method=method.upper())
             expect(refused, 405, "method_not_allowed")
             assert refused.headers["Allow"], path

@@ -167,3 +167,40 @@ def test_a_lever_survives_redis_losing_the_activity(client, make_activity, rds, 
         assert view["state"] == "ended"
         expect(buy(client, aid, "dave"), 410, "ended")
 
+
+
+@BOTH_BACKENDS
+def test_an_edit_changes_what_the_page_shows_in_every_process_and_nothing_else(
+        client, make_app, rds, prefix):
+    aid = create_activity(client, total=4, shards=2, description="old",
+                          price={"amount": 100, "currency": "EUR"})["id"]
+    other = make_app().test_client()
+    assert expect(other.get(f"/seckill/activities/{aid}"), 200)["description"] == "old"
+    body = expect(client.patch(f"/admin/activities/{aid}", headers=ADMIN, json={
+        "name": "Phone X2", "description": None, "image_url": "/img/x2.png",
+        "price": {"amount": 250, "currency": "USD"}}), 200)
+    assert (body["name"], body["image_url"], body["price"]) == (
+        "Phone X2", "/img/x2.png", {"amount": 250, "currency": "USD"})
+    assert "description" not in body and body["total"] == 4
+    wait_until(lambda: other.get(f"/seckill/activities/{aid}").get_json()["name"] == "Phone X2",
+               1.0, what="the other process showing the edit")
+    view = expect(other.get(f"/seckill/activities/{aid}"), 200)
+    assert "description" not in view and view["price"]["currency"] == "USD"
+    for bad in ({}, {"total": 5}, {"starts_at": iso(5)}, {"name": ""},
+                {"price": {"amount": 1, "currency": "XXX"}}, [1]):
+        expect(client.patch(f"/admin/activities/{aid}", headers=ADMIN, json=bad), 400,
+               "bad_request")
+    expect(client.patch("/admin/activities/nope", headers=ADMIN, json={"name": "x"}), 404,
+           "unknown_activity")
+    expect(client.patch(f"/admin/activities/{aid}", json={"name": "x"}), 401,
+           "unauthenticated")
+    assert expect(client.get(f"/seckill/activities/{aid}"), 200)["name"] == "Phone X2"
+
+
+def test_the_operator_reads_one_activity_fresh_with_its_sales(client, make_activity):
+    aid = make_activity(total=2)["id"]
+    assert buy(client, aid, "erin").status_code == 200
+    body = expect(client.get(f"/admin/activities/{aid}", headers=ADMIN), 200)
+    assert (body["remaining"], body["sold"], body["paused"]) == (1, 1, False)
+    expect(client.get("/admin/activities/nope", headers=ADMIN), 404, "unknown_activity")
+    expect(client.get(f"/admin/activities/{aid}"), 401, "unauthenticated")

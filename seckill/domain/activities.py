@@ -249,6 +249,37 @@ class Activity:
         )
 
 
+def checked_name(name: Any) -> str:
+    """An activity's name if it is one (1..200 characters, not only whitespace)."""
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME:
+        raise errors.BadRequest(f"name must be a non-empty string of at most {MAX_NAME} characters",
+                                field="name")
+    return name
+
+
+EDITABLE = frozenset({"name"}) | product.FIELDS
+
+
+def parse_edit(body: Any) -> dict[str, str | int | None]:
+    """An operator's edit of a live activity (``PATCH``): the meta fields (and database
+    columns) to set, None for one to remove. Only what no sale decision reads may change."""
+    if not isinstance(body, dict) or not body:
+        raise errors.BadRequest("the body must be a JSON object with some of: "
+                                + ", ".join(sorted(EDITABLE)))
+    unknown = sorted(set(body) - EDITABLE)
+    if unknown:
+        raise errors.BadRequest(f"only {', '.join(sorted(EDITABLE))} can change on a live "
+                                f"activity (not: {', '.join(unknown)})", fields=unknown)
+    changes: dict[str, str | int | None] = {}
+    if "name" in body:
+        changes["name"] = checked_name(body["name"])
+    parsed = product.parse(body)
+    for field, value in dataclasses.asdict(parsed).items():
+        if ("price" if field.startswith("price_") else field) in body:
+            changes[field] = value  # None (the body's null): the field is removed
+    return changes
+
+
 def parse_new_activity(body: Any, at_ms: int | None = None, seed: int | None = None) -> Activity:
     """Validate an operator's ``POST /admin/activities`` body; raise BadRequest on anything off.
 
@@ -270,10 +301,7 @@ def parse_new_activity(body: Any, at_ms: int | None = None, seed: int | None = N
     if aid in RESERVED_IDS:
         # /seckill/activities/<aid> and /seckill/<aid>/order would shadow each other.
         raise errors.BadRequest(f"id {aid!r} is reserved", field="id")
-    name = body.get("name")
-    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME:
-        raise errors.BadRequest(f"name must be a non-empty string of at most {MAX_NAME} characters",
-                                field="name")
+    name = checked_name(body.get("name"))
     amount: int | None = None
     if kind == PACKETS:
         amount = _int_field(body, "amount", None, 1, packets.MAX_AMOUNT)

@@ -48,11 +48,19 @@ class SaleControls:
             raise errors.UnknownActivity(activity=aid)
         return activity
 
+    def edit(self, aid: str, changes: dict[str, str | int | None]) -> Activity:
+        """Change what no sale decision reads (:func:`parse_edit`'s fields); returns the
+        activity as it is now."""
+        activity = self.current(aid)
+        self.book.update_activity(aid, **changes)
+        self._write(activity, changes)
+        return self.current(aid)
+
     def set_paused(self, aid: str, paused: bool) -> Activity:
         """Pause (or resume) the sale of ``aid``; returns the activity as it is now."""
         activity = self.current(aid)
         self.book.update_activity(aid, paused=paused or None)
-        self._write(activity, "paused", 1 if paused else 0)
+        self._write(activity, {"paused": 1 if paused else 0})
         return dataclasses.replace(activity, paused=paused)
 
     def end(self, aid: str) -> Activity:
@@ -62,21 +70,28 @@ class SaleControls:
         if at >= activity.ends_ms:
             raise errors.AlreadyEnded(activity=aid)
         self.book.update_activity(aid, ends_ms=at)
-        self._write(activity, "ends_ms", at)
+        self._write(activity, {"ends_ms": at})
         return dataclasses.replace(activity, ends_ms=at)
 
-    def _write(self, activity: Activity, field: str, value: int) -> None:
+    def _write(self, activity: Activity, changes: dict[str, str | int | None]) -> None:
+        """Set (None: remove) meta fields on every part, then tell every process."""
         client = self.store.client
+        kept = [item for field, value in changes.items() if value is not None
+                for item in (field, value)]
+        gone = [field for field, value in changes.items() if value is None]
         try:
             for tag in part_tags(activity.id, activity.shards):
-                client.hset(self.store.keys.meta(tag), field, value)
+                if kept:
+                    client.hset(self.store.keys.meta(tag), items=kept)
+                if gone:
+                    client.hdel(self.store.keys.meta(tag), *gone)
         except redis.RedisError as exc:
             raise errors.Unavailable(detail=type(exc).__name__) from exc
         try:
             client.publish(self.store.keys.stock_returned_channel(), activity.id)
         except redis.RedisError:
             log.warning("could not announce the change of %s to %s; every process reads it "
-                        "within SECKILL_META_TTL", field, activity.id)
+                        "within SECKILL_META_TTL", ", ".join(changes), activity.id)
 
     def page(self, after: str | None, limit: int, wanted: str | None, rebuild: bool = True
              ) -> tuple[list[Activity], str | None]:

@@ -1,4 +1,5 @@
-"""The operator's sale-day routes: the list of activities, and pause, resume and end.
+"""The operator's sale-day routes: the list of activities, pause, resume, end, and the edit
+of what the sale page shows.
 
 Each lever answers with the activity as it is after the change; every gateway process
 follows it within a second (``seckill.store.controls``)."""
@@ -11,9 +12,10 @@ from flask import Blueprint, current_app, request
 
 import edge
 from seckill.domain import errors
-from seckill.domain.activities import Activity, is_activity_id, now_ms
+from seckill.domain.activities import Activity, is_activity_id, now_ms, parse_edit
 from seckill.services import Services
 from seckill.store.controls import MAX_PAGE
+from seckill.web.body import json_body, read_body
 
 STATES = ("upcoming", "open", "sold_out", "ended", "paused")
 DEFAULT_PAGE = 50
@@ -73,6 +75,19 @@ def blueprint() -> Blueprint:
     def resume(aid: str) -> dict[str, Any]:
         _services().cache.require(aid)
         return _changed(aid, _services().controls.set_paused(aid, False))
+
+    @bp.get("/admin/activities/<aid>")
+    @edge.filters(edge.ADMIN)
+    def show(aid: str) -> dict[str, Any]:
+        _services().cache.require(aid)
+        return listed(_services().controls.current(aid), now_ms())
+
+    @bp.patch("/admin/activities/<aid>")
+    @edge.filters(edge.ADMIN)
+    def edit(aid: str) -> dict[str, Any]:
+        _services().cache.require(aid)
+        changes = parse_edit(json_body(read_body(request.environ), False))
+        return _changed(aid, _services().controls.edit(aid, changes))
 
     @bp.post("/admin/activities/<aid>/end")
     @edge.filters(edge.ADMIN)
