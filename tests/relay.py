@@ -82,6 +82,9 @@ class Relay:
     def close(self) -> None:
         """Stop accepting, cut every relayed connection, join the relay threads."""
         self._closed = True
+        # The accept loop first: a client reconnecting while the relay closes (a pub/sub
+        # listener, say) must not slip a connection in after the sockets are listed.
+        self._threads[0].join(5)
         with self._lock:
             sockets = list(self._sockets)
         self._shutdown(*sockets)  # wakes the relays blocked in recv()
