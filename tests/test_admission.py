@@ -280,3 +280,18 @@ def test_an_expired_payment_hold_reopens_the_queue(client: FlaskClient, app: Fla
     expect(join(client, aid, winner), 409, "hold_expired")
     expect(buy_admitted(client, aid, other), 200)
 
+
+
+def test_a_paused_queue_admits_no_one_and_keeps_its_order(client: FlaskClient) -> None:
+    activity = queued_activity(client, total=2, starts_in=0.5)
+    aid = activity["id"]
+    for uid in ("a", "b"):
+        expect(join(client, aid, uid), 200)
+    expect(client.post(f"/admin/activities/{aid}/pause", headers=ADMIN), 200)
+    wait_for_start(activity)
+    for uid in ("a", "b"):
+        assert poll(client, aid, uid)["status"] == "waiting"
+    assert state(client, aid)["admitted"] == 0
+    expect(client.post(f"/admin/activities/{aid}/resume", headers=ADMIN), 200)
+    assert {poll(client, aid, uid)["status"] for uid in ("a", "b")} == {"admitted"}
+    expect(buy_admitted(client, aid, "a"), 200)

@@ -21,7 +21,7 @@
 local MAX_STEP = 1000  -- users admitted or lapsed per call at most: a call stays short
 
 local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'remaining', 'admission',
-  'admission_factor', 'admitted_total', 'queue_opens_ms')
+  'admission_factor', 'admitted_total', 'queue_opens_ms', 'paused')
 if not meta[1] then
   return {'uninitialized'}
 end
@@ -72,8 +72,11 @@ local function admit(ttl_ms)
   end
 end
 
+-- A paused sale admits no one (the admitted could not buy); the queue keeps its order.
+local paused = meta[8] == '1'
+
 local function advance(ttl_ms)
-  if now_ms >= starts_ms and now_ms < ends_ms then
+  if now_ms >= starts_ms and now_ms < ends_ms and not paused then
     lapse()
     admit(ttl_ms)
   end
