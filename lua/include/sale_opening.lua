@@ -17,7 +17,11 @@ local rate_argv_offset = 3
 -- @include rate_limit
 -- @include sale_window
 
-local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'kind', unpack(sale_fields))
+-- The pause is read in the same HMGET, last (after the script's own fields).
+local meta_fields = {'starts_ms', 'ends_ms', 'kind', unpack(sale_fields)}
+local paused_at = #meta_fields + 1
+meta_fields[paused_at] = 'paused'
+local meta = redis.call('HMGET', KEYS[1], unpack(meta_fields))
 if not meta[1] then
   return {'uninitialized'}
 end
@@ -29,6 +33,6 @@ local closed = outside_window(tonumber(meta[1]), tonumber(meta[2]), now_ms)
 if closed then
   return closed
 end
-if redis.call('HGET', KEYS[1], 'paused') == '1' then
+if meta[paused_at] == '1' then
   return {'paused'}
 end
