@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         *(f"| {name} | {', '.join(f'{v:.2f}' for v in values)} | {medians[name]:.2f} |"
           for name, values in runs.items()),
         "",
-        f"with / without: **{ratio:.3f}×**",
+        f"with / without: **{ratio:.3f}x**",
     ]
     Path(f"{args.output}.md").write_text("\n".join(lines) + "\n")
     Path(f"{args.output}.json").write_text(json.dumps({"runs": runs, "ratio": ratio}, indent=1))
