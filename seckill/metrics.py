@@ -16,6 +16,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.registry import Collector
 
 REQUESTS = Counter(
     "seckill_requests_total",
@@ -54,6 +55,24 @@ def purchase_took(outcome: str, seconds: float) -> None:
     child.observe(seconds)
 
 
+ACTIVITY_OUTCOMES = Counter(
+    "seckill_activity_outcomes_total",
+    "Answers of the hot routes (purchase URL, purchase, queue) per activity this process knows, "
+    "by outcome (ok or the contract's error code).",
+    ["activity", "outcome"],
+)
+_activity_answered: dict[tuple[str, str], Any] = {}
+
+
+def activity_answered(activity: str, outcome: str) -> None:
+    """Count one hot-route answer for an activity; the caller passes known activities only,
+    so a flood of made-up ids cannot grow the label set."""
+    child = _activity_answered.get((activity, outcome))
+    if child is None:
+        child = _activity_answered[activity, outcome] = ACTIVITY_OUTCOMES.labels(activity, outcome)
+    child.inc()
+
+
 CLUSTER_RESENDS = Counter(
     "seckill_cluster_resends_total",
     "Calls sent again on a Redis Cluster because the reply proved they had not run, by reason "
@@ -70,13 +89,21 @@ DEAD_LETTERS = Counter(
 )
 
 
-def render() -> tuple[bytes, str]:
-    """The ``/metrics`` body and its content type (every worker's numbers in multiprocess mode)."""
+def render(*collected: Collector) -> tuple[bytes, str]:
+    """The ``/metrics`` body and its content type (every worker's numbers in multiprocess mode),
+    then what the ``collected`` collectors read at this scrape (the same in every process)."""
     multiproc_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if multiproc_dir:
         from prometheus_client import multiprocess
 
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry, path=multiproc_dir)
-        return generate_latest(registry), CONTENT_TYPE_LATEST
-    return generate_latest(), CONTENT_TYPE_LATEST
+        body = generate_latest(registry)
+    else:
+        body = generate_latest()
+    if collected:
+        now = CollectorRegistry()
+        for collector in collected:
+            now.register(collector)
+        body += generate_latest(now)
+    return body, CONTENT_TYPE_LATEST

@@ -25,6 +25,7 @@ from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
 from seckill.store.activities import ActivityStore
 from seckill.store.cache import ActivityCache
+from seckill.store.census import CensusTaker
 from seckill.store.challenge import Challenges
 from seckill.store.connection import (
     Client,
@@ -77,6 +78,7 @@ class Services:
     queue: AdmissionQueue
     challenges: Challenges
     controls: SaleControls
+    census: CensusTaker
     # Also run by close(): parts the web layer adds (the cold routes' limiter's client).
     closers: list[Callable[[], None]] = dataclasses.field(default_factory=list)
 
@@ -121,14 +123,17 @@ class Services:
             wire, rates=settings.user_rates,
         )
         queue = AdmissionQueue(client, wire, keys, scripts, restorer, settings.url_ttl)
+        controls = SaleControls(activities, book, restorer)
+        payments = Payments(stock)
         sale = SaleState(cache, board, stock, wire, keys, scripts.rate_limit,
                          settings.user_rates, queue)
         return cls(settings=settings, client=client, keys=keys, scripts=scripts,
                    activities=activities, cache=cache, stock=stock, engine=engine, book=book,
                    restorer=restorer, board=board, wire=wire, sale=sale,
-                   payments=Payments(stock), queue=queue,
+                   payments=payments, queue=queue,
                    challenges=Challenges(client, keys, challenge_secret(settings)),
-                   controls=SaleControls(activities, book, restorer))
+                   controls=controls,
+                   census=CensusTaker(client, keys, controls, stock, payments, queue))
 
     def close(self) -> None:
         """Stop the background threads and close every connection."""

@@ -82,6 +82,11 @@ class ActivityCache:
             self._start_refresher()
         return copy.activity
 
+    def has_copy(self, aid: str) -> bool:
+        """Whether this process holds a copy of a known activity ``aid`` (never loads one)."""
+        copy = self._copies.get(aid)
+        return copy is not None and copy.activity is not None
+
     def require(self, aid: str) -> Activity:
         """The copy of the activity; UnknownActivity if the id is malformed or unknown."""
         if not is_activity_id(aid):

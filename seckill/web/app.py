@@ -61,7 +61,7 @@ def create_app(config: Settings | Mapping[str, str] | None = None) -> Flask:
     limits.init_app(app)
     routes.register(app, limits)
 
-    finish = Finish(settings.instance)
+    finish = Finish(settings.instance, services.cache.has_copy)
 
     @app.after_request
     def _finish(response: Response) -> Response:

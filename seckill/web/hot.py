@@ -109,13 +109,14 @@ class HotRoutes:
         started = time.perf_counter()
         method = environ.get("REQUEST_METHOD") or ""
         headers: dict[str, str] = {}
+        query = _query(environ) if route is URL else None
         try:
             declared_length(environ)
             if method not in _ALLOWED[route.endpoint]:
                 raise errors.MethodNotAllowed(_ALLOWED[route.endpoint])
             passage = self.edge.run(Passage(
                 route.wanted, route.endpoint, environ.get("HTTP_AUTHORIZATION"), view_args,
-                _query(environ) if route is URL else None))
+                query))
             if route is BUY:
                 body = self.buy(passage, environ)
             elif route is QUEUE_STATUS or route is QUEUE_JOIN:
@@ -132,7 +133,8 @@ class HotRoutes:
             ("Content-Type", "application/json"),
             ("Content-Length", str(len(payload))),
             *headers.items(),
-            *self.finish(route.endpoint, outcome, time.perf_counter() - started),
+            *self.finish(route.endpoint, outcome, time.perf_counter() - started,
+                         view_args.get("aid") or (query or {}).get("activity")),
         ])
         return [] if method == "HEAD" else [payload]
 

@@ -28,6 +28,7 @@ from seckill.store.connection import ping_redis
 from seckill.web import admission as admission_routes
 from seckill.web import operator as operator_routes
 from seckill.web.body import json_body, read_body
+from seckill.web.census import CensusCollector
 from seckill.web.limits import ColdLimits
 
 # The contract as OpenAPI 3.1, kept next to this module (so the wheel ships it) and served as is.
@@ -167,7 +168,7 @@ def _service() -> Blueprint:
 
     @bp.get("/metrics")
     def metrics_view() -> Response:
-        body, content_type = metrics.render()
+        body, content_type = metrics.render(CensusCollector(services().census))
         return Response(body, content_type=content_type)
 
     @bp.get("/openapi.json")

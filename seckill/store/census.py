@@ -1,0 +1,151 @@
+"""The sale's numbers per activity, as ``/metrics`` and the operator console show them.
+
+Read at scrape time from where they live (Redis for stock, buyers, holds, the queue and the
+orders streams; the database for stored orders), through the same code as the operator's
+stats, and kept for ``ttl`` seconds so that several scrapers (Prometheus on every instance,
+the console every second) cost one round of reads. Only activities that have not been over
+for more than ``RECENT_MS`` are counted, at most ``MAX_ACTIVITIES``: the cost stays bounded
+however many old sales the database holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from typing import Any
+
+import redis
+
+from seckill.domain.activities import Activity, now_ms
+from seckill.store.connection import Client
+from seckill.store.controls import SaleControls
+from seckill.store.keys import KeySpace
+from seckill.store.payments import Payments
+from seckill.store.queue import AdmissionQueue
+from seckill.store.recovery import ORDERS_GROUP
+from seckill.store.shards import part_tags
+from seckill.store.stock import StockService
+
+log = logging.getLogger("seckill.census")
+
+RECENT_MS = 86_400_000  # a day after its end, an activity leaves the census
+MAX_ACTIVITIES = 500
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Count:
+    """One activity's numbers at one moment."""
+
+    activity: Activity
+    remaining: int | None
+    sold: int
+    buyers: int
+    orders: dict[str, int]  # pending, confirmed, cancelled
+    holds: int  # payments due
+    waiting: int  # in the queue (queue and draw activities)
+    oldest_pending_s: float  # age of the oldest decided order not yet stored (0: none)
+    dead_letters: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Census:
+    """Every recent activity's numbers, and whether Redis answered."""
+
+    taken_ms: int
+    redis_up: bool
+    counts: list[Count]
+
+
+class CensusTaker:
+    """Takes the census, at most once per ``ttl`` seconds."""
+
+    def __init__(self, client: Client, keys: KeySpace, controls: SaleControls,
+                 stock: StockService, payments: Payments, queue: AdmissionQueue,
+                 ttl: float = 1.0) -> None:
+        self.client = client
+        self.keys = keys
+        self.controls = controls
+        self.stock = stock
+        self.payments = payments
+        self.queue = queue
+        self.ttl = ttl
+        self._lock = threading.Lock()
+        self._last: tuple[float, Census] | None = None
+
+    def take(self) -> Census:
+        """The census, fresh or at most ``ttl`` seconds old."""
+        with self._lock:
+            if self._last is not None and time.monotonic() - self._last[0] < self.ttl:
+                return self._last[1]
+            census = self._take()
+            self._last = (time.monotonic(), census)
+            return census
+
+    def _take(self) -> Census:
+        at = now_ms()
+        try:
+            self.client.ping()
+        except redis.RedisError:
+            return Census(at, False, [])
+        counts: list[Count] = []
+        try:
+            for activity in self._recent(at):
+                count = self._count(activity)
+                if count is not None:
+                    counts.append(count)
+        except Exception as exc:  # a scrape never fails: what was read is shown
+            log.warning("census incomplete: %s: %s", type(exc).__name__, exc)
+        return Census(at, True, counts)
+
+    def _recent(self, at: int) -> list[Activity]:
+        found: list[Activity] = []
+        cursor = None
+        while len(found) < MAX_ACTIVITIES:
+            page, cursor = self.controls.page(cursor, 200, None, rebuild=False)
+            found += [a for a in page if a.ends_ms > at - RECENT_MS]
+            if cursor is None:
+                break
+        return found[:MAX_ACTIVITIES]
+
+    def _count(self, activity: Activity) -> Count | None:
+        stats = self.stock.stats(activity.id)
+        if stats is None:
+            return None
+        payments = self.payments.counts(activity.id)
+        waiting = self.queue.state(activity.id).waiting if activity.queued else 0
+        tags = part_tags(activity.id, activity.shards)
+        return Count(
+            activity=activity, remaining=stats.remaining, sold=stats.sold, buyers=stats.buyers,
+            orders={"pending": stats.pending, "confirmed": stats.confirmed,
+                    "cancelled": stats.cancelled},
+            holds=payments["due"] if payments else 0, waiting=waiting,
+            oldest_pending_s=max((self._oldest_pending_s(tag) for tag in tags), default=0.0),
+            dead_letters=sum(int(self.client.xlen(self.keys.dead_letters(t))) for t in tags),
+        )
+
+    def _oldest_pending_s(self, tag: str) -> float:
+        """Age of the stream's oldest entry the worker has not acknowledged: the oldest
+        delivered-but-unacknowledged one, else the first never delivered (acknowledged ones
+        may linger until the worker trims them, so the stream's head is not the answer)."""
+        stream = self.keys.orders(tag)
+        oldest: str | None = None
+        try:
+            groups: Any = self.client.xinfo_groups(stream)
+        except redis.ResponseError:  # no stream yet: nothing decided
+            return 0.0
+        group = next((g for g in groups if g["name"] == ORDERS_GROUP), None)
+        if group is not None:
+            summary: Any = self.client.xpending(stream, ORDERS_GROUP)
+            if summary["pending"]:
+                oldest = str(summary["min"])
+            start = f"({group['last-delivered-id']}"
+        else:
+            start = "-"
+        if oldest is None:
+            entries: Any = self.client.xrange(stream, min=start, max="+", count=1)
+            if not entries:
+                return 0.0
+            oldest = str(entries[0][0])
+        return max(0.0, (now_ms() - int(oldest.split("-")[0])) / 1000)
