@@ -36,6 +36,8 @@ preload_app = False
 # gunicorn 27's control socket defaults to one path in $HOME shared by every instance.
 control_socket_disable = True
 accesslog = os.environ.get("GUNICORN_ACCESSLOG") or None
+# Every line in the stack's one format (seckill/logs.py): gunicorn's, the access log's, the app's.
+logger_class = "seckill.web.server.GatewayLogger"
 # One line per request, e.g. (gunicorn 27, gevent worker; checked in tests/test_nginx.py):
 #   127.0.0.1 [21/Nov/2026:18:45:05 +0000] "POST /seckill/a/<token>/buy HTTP/1.1" 410 64 3ms
 #   fwd=127.0.0.1 outcome=sold_out instance=gunicorn-1 worker=<4242>

@@ -292,7 +292,7 @@ def stop_and_check_nothing_is_left(
     assert time.monotonic() - started < 15
     left = [p for p in seen if alive(p)]
     assert not left, [(p.pid, p.cmdline()) for p in left]
-    assert "seckill: stopped" in log.read_text()
+    assert "seckill-up INFO stopped" in log.read_text()
 
 
 def test_up_serves_a_purchase_restarts_a_dead_child_and_stops_clean(tmp_path: Path) -> None:

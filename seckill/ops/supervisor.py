@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 
+from seckill import logs
 from seckill.ops.embedded import die_with_parent
 
 # A child that dies sooner than this after starting counts towards a crash loop.
@@ -70,9 +71,12 @@ class Child:
     quick_deaths: int = 0
 
 
-def log(message: str) -> None:
-    """Print ``seckill: <message>`` on standard error."""
-    print(f"seckill: {message}", file=sys.stderr, flush=True)
+COMPONENT = "seckill-up"
+
+
+def log(message: str, level: str = "INFO") -> None:
+    """Print one line in the stack's format (``seckill.logs``) on standard error."""
+    print(logs.line(COMPONENT, level, message, logs.json_wanted()), file=sys.stderr, flush=True)
 
 
 def group_alive(pgid: int) -> bool:

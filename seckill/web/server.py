@@ -33,9 +33,10 @@ from http import HTTPStatus
 from typing import Any, NoReturn
 
 import orjson
-from gunicorn import util
+from gunicorn import glogging, util
 from gunicorn.workers.ggevent import GeventWorker
 
+from seckill import logs
 from seckill.domain import errors
 
 log = logging.getLogger("seckill")
@@ -192,3 +193,19 @@ class GatewayWorker(GeventWorker):
             util.write_nonblock(client, json_answer(failure))
         except Exception:  # the client is gone: nothing to answer
             log.debug("could not send the %s answer", failure.status)
+
+
+class GatewayLogger(glogging.Logger):
+    """gunicorn's logger, writing the stack's one format (``seckill.logs``): its error and
+    access lines and the app's own loggers, named by the instance (``SECKILL_INSTANCE``)."""
+
+    def setup(self, cfg: Any) -> None:
+        """gunicorn's setup, then the stack's format (and collapsed repeats) on its handlers."""
+        super().setup(cfg)
+        component = os.environ.get("SECKILL_INSTANCE", "gunicorn")
+        formatter = logs.Formatter(component, logs.json_wanted())
+        for handler in (*self.error_log.handlers, *self.access_log.handlers):
+            handler.setFormatter(formatter)
+        for handler in self.error_log.handlers:
+            handler.addFilter(logs.CollapseRepeats(handler))
+        logs.configure(component)

@@ -9,6 +9,7 @@ from typing import Any
 
 import redis
 
+from seckill import logs
 from seckill.config import Settings
 from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
@@ -43,7 +44,7 @@ def build_worker(settings: Settings, **options: Any) -> OrdersWorker:
 def main(settings: Settings) -> int:
     """``seckill worker``: run until SIGTERM/SIGINT; the payment window's expiry runs
     alongside, in a thread of its own (``seckill.worker.expiry``)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logs.configure("orders-worker")
     stop = StopFlag()
     stop.install()
     worker = build_worker(settings)

@@ -1,0 +1,90 @@
+"""The stack's one log format, and a burst of one repeated line collapsed into one summary."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+from seckill import logs
+
+LINE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (\S+) (DEBUG|INFO|WARNING|ERROR|"
+                  r"CRITICAL) (.*)", re.DOTALL)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Kept(logging.Handler):
+    """A real handler that keeps the formatted lines."""
+
+    def __init__(self, component: str = "gunicorn-1", as_json: bool = False) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+        self.setFormatter(logs.Formatter(component, as_json))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+def collapsing_logger(name: str, window: float = 1.0) -> tuple[logging.Logger, Kept, Clock]:
+    kept, clock = Kept(), Clock()
+    kept.addFilter(logs.CollapseRepeats(kept, window=window, clock=clock))
+    logger = logging.getLogger(name)
+    logger.handlers[:] = [kept]
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    return logger, kept, clock
+
+
+def test_a_burst_of_94_lines_prints_the_first_and_one_summary():
+    logger, kept, clock = collapsing_logger("test.burst")
+    for n in range(95):
+        clock.now = 100.0 + n * 0.006
+        logger.warning("rate limit not checked: %s", "ConnectionError")
+    assert len(kept.lines) == 1
+    clock.now = 101.5
+    logger.handlers[0].filters[0].flush()  # what the background flusher does
+    assert len(kept.lines) == 2
+    summary = LINE.fullmatch(kept.lines[1])
+    assert summary is not None, kept.lines[1]
+    assert summary.group(3) == ("\u2026 \u00d794 in 0.6 s: rate limit not checked: "
+                                "ConnectionError")
+
+
+def test_different_lines_and_a_later_repeat_all_print():
+    logger, kept, clock = collapsing_logger("test.mixed")
+    logger.warning("a")
+    logger.warning("b")
+    logger.error("a")  # another level: not a repeat
+    clock.now += 2
+    logger.warning("a")  # after the window: a new burst, printed
+    assert [LINE.fullmatch(x).group(3) for x in kept.lines] == ["a", "b", "a", "a"]
+
+
+def test_a_repeat_after_the_window_closes_its_burst_with_a_summary_first():
+    logger, kept, clock = collapsing_logger("test.close")
+    logger.warning("x %d", 1)
+    logger.warning("x %d", 2)
+    clock.now += 1.5
+    logger.warning("x %d", 3)
+    assert [LINE.fullmatch(x).group(3) for x in kept.lines] == [
+        "x 1", "\u2026 \u00d71 in 0.0 s: x 1", "x 3"]
+
+
+def test_text_and_json_lines_carry_time_component_level_message():
+    record = logging.LogRecord("seckill.x", logging.WARNING, __file__, 1, "hello %s",
+                               ("you",), None)
+    text = logs.Formatter("orders-worker").format(record)
+    assert LINE.fullmatch(text).groups() == ("orders-worker", "WARNING", "hello you")
+    body = json.loads(logs.Formatter("orders-worker", as_json=True).format(record))
+    assert (body["component"], body["level"], body["message"]) == (
+        "orders-worker", "WARNING", "hello you")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", body["ts"])
+    assert LINE.fullmatch(logs.line("seckill-up", "INFO", "up", False)).group(1) == "seckill-up"
+    assert json.loads(logs.line("seckill-up", "INFO", "up", True))["message"] == "up"
