@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import tempfile
 import threading
 import time
 import uuid
@@ -314,3 +316,13 @@ def valkey_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedde
                 raise
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture
+def world_readable_tmp() -> Iterator[Path]:
+    """A folder every account can enter (unlike pytest's 0700 ones): nginx's workers, which
+    run as nobody when we are root, can then use their run folder inside it."""
+    folder = Path(tempfile.mkdtemp(prefix="seckill-up-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)

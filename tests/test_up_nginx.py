@@ -11,9 +11,7 @@ import collections
 import contextlib
 import os
 import re
-import shutil
 import socket
-import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -52,15 +50,6 @@ def request(http: urllib3.PoolManager, method: str, url: str, token: str | None 
         "Content-Type", "").startswith("application/json") else None
     return response.status, body, response.headers
 
-
-@pytest.fixture
-def world_readable_tmp() -> Iterator[Path]:
-    """A folder every account can enter (unlike pytest's 0700 ones): nginx's workers, which
-    run as nobody when we are root, can then use their run folder inside it."""
-    folder = Path(tempfile.mkdtemp(prefix="seckill-up-"))
-    folder.chmod(0o755)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_up_puts_nginx_in_front_and_stops_clean(world_readable_tmp: Path) -> None:

@@ -125,6 +125,15 @@ def cmd_nginx_render(args: argparse.Namespace) -> int:
 # -- seckill reconcile -----------------------------------------------------------------
 
 
+def cmd_nginx_exporter(args: argparse.Namespace) -> int:
+    """``seckill nginx exporter``: nginx's counts from its access log, for Prometheus."""
+    from pathlib import Path
+
+    from seckill.ops.nginx_metrics import serve
+
+    return serve(Path(args.log), args.port, args.host)
+
+
 def cmd_reconcile_access(args: argparse.Namespace) -> int:
     """``seckill reconcile``: read-only (nothing written anywhere) unless ``--repair``."""
     with store_access(WRITE if args.repair else READ):
@@ -138,6 +147,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     """``seckill up``: run the whole stack in the foreground."""
     from seckill.ops import up
 
+    if args.log_json:  # for this process and, through the environment, every child
+        os.environ["SECKILL_LOG_FORMAT"] = "json"
     return up.run(args)
 
 
@@ -164,6 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--ip-rate", type=_ip_rate, default="20r/s",
                     help="nginx per-client-IP rate, e.g. 20r/s, or off (default 20r/s)")
     up.add_argument("--no-nginx", action="store_true", help="serve through gunicorn directly")
+    up.add_argument("--log-json", action="store_true",
+                    help="every process logs one JSON object per line (SECKILL_LOG_FORMAT=json)")
+    up.add_argument("--no-access-log", action="store_true",
+                    help="no access log (default: <data>/logs/access.log, with each outcome)")
     up.add_argument("--redis-nodes", type=int, metavar="N",
                     help="an embedded Valkey Cluster of N masters (N >= 3) instead of one server")
     up.add_argument("--replicas", type=int, metavar="R",
@@ -204,6 +219,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="nginx's pid, logs and temp files (default /tmp/seckill-nginx)")
     render.add_argument("-o", "--output", help="file to write (default: standard output)")
     render.set_defaults(handler=cmd_nginx_render)
+    exporter = nginx_verbs.add_parser(
+        "exporter", help="serve nginx's counts (requests by status, its own 429s, 502/504s) "
+                         "for Prometheus, read from its access log")
+    exporter.add_argument("--log", required=True, help="the access log (either stack format)")
+    exporter.add_argument("--port", type=_port, required=True)
+    exporter.add_argument("--host", default="127.0.0.1")
+    exporter.set_defaults(handler=cmd_nginx_exporter)
 
     activity = commands.add_parser(
         "activity", help="create, list, show, restock, pause, resume or end activities (REDIS_URL, "

@@ -89,6 +89,12 @@ class NginxOptions:
     user_reason: str = ""  # written as a comment above a `user` directive
     daemon: bool = False
     access_log: bool = False
+    # Where the access log goes (default <run_dir>/access.log), and in which of the stack's
+    # formats; the port of the exporter of nginx's counts (seckill.ops.nginx_metrics), which
+    # the operator listener then serves at /metrics/nginx.
+    access_log_path: Path | None = None
+    log_json: bool = False
+    metrics_port: int | None = None
     read_timeout: int = 10  # seconds an instance has to answer (and to take a request body)
     client_timeout: int = 10  # seconds a client has to send its headers, and its body
     max_fails: int = 1  # failures that take an instance out for fail_timeout; 0: never
@@ -139,6 +145,16 @@ def _user_line(options: NginxOptions) -> str:
         f"# {line}\n" for line in options.user_reason.splitlines() if line.strip()
     )
     return f"{comment}user {options.user};"
+
+
+def _access_log(options: NginxOptions, run_dir: Path) -> str:
+    if not options.access_log:
+        return "off"
+    path = (options.access_log_path or run_dir / "access.log").resolve()
+    if re.search(r"[\s;{}'\"$]", str(path)):
+        raise RenderError(f"{path} holds characters an nginx.conf path cannot")
+    # Buffered: a sale-day flood costs one write per 64 KiB, at most a second late.
+    return f"{path} {'seckill_json' if options.log_json else 'seckill'} buffer=64k flush=1s"
 
 
 def render(options: NginxOptions) -> str:
@@ -194,7 +210,11 @@ def render(options: NginxOptions) -> str:
         "USER": _user_line(options),
         "DAEMON": "on" if options.daemon else "off",
         "RUN_DIR": str(run_dir),
-        "ACCESS_LOG": f"{run_dir}/access.log" if options.access_log else "off",
+        "ACCESS_LOG": _access_log(options, run_dir),
+        "NGINX_METRICS": (
+            f"        location = /metrics/nginx {{\n"
+            f"            proxy_pass http://127.0.0.1:{options.metrics_port}/metrics;\n"
+            f"        }}" if options.metrics_port else "        # no exporter of nginx's counts"),
         "MIME_TYPES": mime or f"{run_dir}/mime.types",
         "BACKENDS": backends,
         "IP_RATE": rate,

@@ -28,12 +28,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from seckill import logs
 from seckill.config import SECRET_VARS, ConfigError, Settings
+from seckill.ops.children import (
+    access_log_path,
+    exporter_spec,
+    gunicorn_spec,
+    loopback,
+    nginx_note,
+    render_nginx,
+)
 from seckill.ops.cluster import up_cluster
 from seckill.ops.embedded import free_port
-from seckill.ops.nginx import INSTALL_HINT, nginx_binary
 from seckill.ops.nginx import command as nginx_command
-from seckill.ops.supervisor import ChildSpec, http_ready, log
+from seckill.ops.nginx import nginx_binary
+from seckill.ops.supervisor import COMPONENT, ChildSpec, http_ready, log
 
 
 def project_root() -> Path:
@@ -143,69 +152,6 @@ def _data_dir_lock(data_dir: Path) -> Iterator[None]:
         yield
 
 
-def _loopback(host: str) -> str:
-    """Where this machine reaches a server listening on ``host``."""
-    return "127.0.0.1" if host in ("0.0.0.0", "") else host
-
-
-def _nginx_note(args: argparse.Namespace) -> str:
-    if args.no_nginx:
-        return "nginx: off (--no-nginx)"
-    chosen = os.environ.get("SECKILL_NGINX")
-    if chosen:
-        return (f"nginx not found at SECKILL_NGINX={chosen}; install it with {INSTALL_HINT} "
-                "or point SECKILL_NGINX at its binary")
-    return f"nginx is not installed; install it with {INSTALL_HINT} to put it in front"
-
-
-def _gunicorn_spec(
-    name: str, host: str, port: int, workers: int, env: dict[str, str], root: Path,
-    graceful: int, behind_proxy: bool,
-) -> ChildSpec:
-    return ChildSpec(
-        name,
-        [sys.executable, "-m", "gunicorn", "-c", str(root / "gunicorn.conf.py"),
-         "--chdir", str(root), "--bind", f"{host}:{port}",
-         # gunicorn 27's control socket defaults to one path in $HOME for every instance.
-         "--no-control-socket", "wsgi:app"],
-        env={**env, "GUNICORN_WORKERS": str(workers), "SECKILL_INSTANCE": name,
-             "SECKILL_BEHIND_PROXY": "1" if behind_proxy else "0"},
-        cwd=root,
-        ready=http_ready(_loopback(host), port),
-        ready_timeout=60,
-        stop_timeout=graceful + 5,
-    )
-
-
-def _render_nginx(
-    args: argparse.Namespace, binary: str, data_dir: Path, backends: list[str]
-) -> tuple[Path, Path]:
-    """Write ``<data>/nginx/nginx.conf`` for ``backends`` and check it with ``nginx -t``."""
-    from seckill.ops import nginx
-
-    run_dir = (data_dir / "nginx").resolve()
-    nginx.prepare_run_dir(run_dir)
-    static_root = nginx.default_static_root().resolve()
-    user, reason = nginx.worker_user(static_root, run_dir)
-    if user is not None:
-        log("nginx workers run as root: " + " ".join(reason.split()))
-    options = nginx.NginxOptions(
-        backends=backends, port=args.port, admin_port=args.admin_port, ip_rate=args.ip_rate,
-        listen_host=args.host, run_dir=run_dir, static_root=static_root, user=user,
-        user_reason=reason,
-    )
-    try:
-        text = nginx.render(options)
-    except nginx.RenderError as exc:
-        raise ConfigError(str(exc)) from None
-    conf = run_dir / "nginx.conf"
-    conf.write_text(text, encoding="utf-8")
-    problem = nginx.check_config(binary, run_dir, conf)
-    if problem is not None:
-        raise ConfigError(f"nginx refuses {conf}: {problem}")
-    return conf, run_dir
-
-
 def _seckill_command() -> str:
     beside = Path(sys.executable).parent / "seckill"
     return str(beside) if beside.exists() else "seckill"
@@ -282,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
         if args.admin_port == args.port:
             raise ConfigError("--admin-port must differ from --port")
         _check_port_free("127.0.0.1", args.admin_port)
-    base = f"http://{_loopback(args.host)}:{args.port}"
+    base = f"http://{loopback(args.host)}:{args.port}"
     data_dir = settings.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
 
@@ -326,13 +272,17 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"GUNICORN_GRACEFUL_TIMEOUT must be seconds, got {graceful_raw!r}")
         graceful = int(graceful_raw)
 
+        access_log = None if args.no_access_log else access_log_path(data_dir)
+        if access_log is not None:
+            access_log.parent.mkdir(parents=True, exist_ok=True)
         if nginx_bin is None:
             # Today's shape without nginx: one gunicorn instance on --port, operator endpoints
-            # included, trusting no proxy header.
-            specs.append(_gunicorn_spec("gunicorn-1", args.host, args.port, args.workers, env,
-                                        root, graceful, behind_proxy=False))
+            # included, trusting no proxy header; its own access log.
+            specs.append(gunicorn_spec("gunicorn-1", args.host, args.port, args.workers, env,
+                                       root, graceful, behind_proxy=False,
+                                       access_log=access_log))
             log(
-                f"{_nginx_note(args)}; one gunicorn instance serves {args.host}:{args.port} "
+                f"{nginx_note(args)}; one gunicorn instance serves {args.host}:{args.port} "
                 "directly (operator endpoints included); --instances, --admin-port and "
                 "--ip-rate take effect with nginx in front"
             )
@@ -340,16 +290,20 @@ def run(args: argparse.Namespace) -> int:
             shape = f"gunicorn directly, {args.workers} gevent worker(s)"
             where = f"  Health:    {base}/healthz    Metrics: {base}/metrics\n"
         else:
-            backends = []
-            for number in range(1, args.instances + 1):
-                port = free_port()
-                backends.append(f"127.0.0.1:{port}")
-                specs.append(_gunicorn_spec(f"gunicorn-{number}", "127.0.0.1", port,
-                                            args.workers, env, root, graceful, behind_proxy=True))
-            conf, run_dir = _render_nginx(args, nginx_bin, data_dir, backends)
+            backends = [f"127.0.0.1:{free_port()}" for _ in range(args.instances)]
+            env["SECKILL_INSTANCES"] = ",".join(backends)
+            for number, backend in enumerate(backends, start=1):
+                specs.append(gunicorn_spec(f"gunicorn-{number}", "127.0.0.1",
+                                           int(backend.rsplit(":", 1)[1]), args.workers, env,
+                                           root, graceful, behind_proxy=True))
+            metrics_port = None
+            if access_log is not None:
+                metrics_port = free_port()
+                specs.append(exporter_spec(access_log, metrics_port, env))
+            conf, run_dir = render_nginx(args, nginx_bin, data_dir, backends, metrics_port)
             specs.append(ChildSpec(
                 "nginx", nginx_command(nginx_bin, run_dir, conf), env=environ,
-                ready=http_ready(_loopback(args.host), args.port), ready_timeout=30,
+                ready=http_ready(loopback(args.host), args.port), ready_timeout=30,
                 # SIGQUIT: nginx's graceful stop (requests in flight are finished).
                 stop_signal=signal.SIGQUIT, stop_timeout=graceful + 5,
             ))
@@ -363,10 +317,13 @@ def run(args: argparse.Namespace) -> int:
             )
             where = (
                 f"  Sale page: {base}/#activity=<id>&token=<user JWT>\n"
-                f"  Operator:  {admin_base} (loopback only: /admin/, /metrics, /healthz)\n"
+                f"  Operator:  {admin_base}/admin/ (the console; loopback only: /admin/*, "
+                "/metrics, /metrics/nginx, /healthz)\n"
                 f"  Instances: {instances}\n"
-                f"  nginx:     {conf} (logs in {run_dir})\n"
+                f"  nginx:     {conf} (error log in {run_dir})\n"
             )
+        if access_log is not None:
+            where += f"  Access log: {access_log}\n"
 
         supervisor = Supervisor(specs)
         supervisor.install_signal_handlers()
@@ -376,16 +333,19 @@ def run(args: argparse.Namespace) -> int:
                 raise Stopping()
             # The operator's commands find this stack through it (removed on the way out).
             write_up_file(data_dir, redis_url, settings)
-            print(
+            banner = (
                 f"seckill is up on {base} ({shape})\n"
                 f"  Redis:     {redis_note}\n"
                 f"  Database:  {redact_url(settings.database_url)}\n"
                 + where
                 + "  Stop:      Ctrl-C\n\n"
                 + try_it(settings, base, embedded_url, admin_base,
-                         page=nginx_bin is not None),
-                flush=True,
-            )
+                         page=nginx_bin is not None))
+            # Its first line framed like every log line (in JSON: all of it, one object).
+            as_json = logs.json_wanted()
+            print(logs.line(COMPONENT, "INFO", banner if as_json else banner.split("\n", 1)[0],
+                            as_json) + ("" if as_json else "\n" + banner.split("\n", 1)[1]),
+                  flush=True)
             supervisor.run()
         except Stopping:
             pass
