@@ -32,24 +32,32 @@ class Kept(logging.Handler):
         self.lines.append(self.format(record))
 
 
-def collapsing_logger(name: str, window: float = 1.0) -> tuple[logging.Logger, Kept, Clock]:
+def message(formatted: str) -> str:
+    found = LINE.fullmatch(formatted)
+    assert found is not None, formatted
+    return found.group(3)
+
+
+def collapsing_logger(name: str, window: float = 1.0
+                      ) -> tuple[logging.Logger, Kept, Clock, logs.CollapseRepeats]:
     kept, clock = Kept(), Clock()
-    kept.addFilter(logs.CollapseRepeats(kept, window=window, clock=clock))
+    collapse = logs.CollapseRepeats(kept, window=window, clock=clock)
+    kept.addFilter(collapse)
     logger = logging.getLogger(name)
     logger.handlers[:] = [kept]
     logger.propagate = False
     logger.setLevel(logging.INFO)
-    return logger, kept, clock
+    return logger, kept, clock, collapse
 
 
 def test_a_burst_of_94_lines_prints_the_first_and_one_summary():
-    logger, kept, clock = collapsing_logger("test.burst")
+    logger, kept, clock, collapse = collapsing_logger("test.burst")
     for n in range(95):
         clock.now = 100.0 + n * 0.006
         logger.warning("rate limit not checked: %s", "ConnectionError")
     assert len(kept.lines) == 1
     clock.now = 101.5
-    logger.handlers[0].filters[0].flush()  # what the background flusher does
+    collapse.flush()  # what the background flusher does
     assert len(kept.lines) == 2
     summary = LINE.fullmatch(kept.lines[1])
     assert summary is not None, kept.lines[1]
@@ -58,22 +66,22 @@ def test_a_burst_of_94_lines_prints_the_first_and_one_summary():
 
 
 def test_different_lines_and_a_later_repeat_all_print():
-    logger, kept, clock = collapsing_logger("test.mixed")
+    logger, kept, clock, _ = collapsing_logger("test.mixed")
     logger.warning("a")
     logger.warning("b")
     logger.error("a")  # another level: not a repeat
     clock.now += 2
     logger.warning("a")  # after the window: a new burst, printed
-    assert [LINE.fullmatch(x).group(3) for x in kept.lines] == ["a", "b", "a", "a"]
+    assert [message(x) for x in kept.lines] == ["a", "b", "a", "a"]
 
 
 def test_a_repeat_after_the_window_closes_its_burst_with_a_summary_first():
-    logger, kept, clock = collapsing_logger("test.close")
+    logger, kept, clock, _ = collapsing_logger("test.close")
     logger.warning("x %d", 1)
     logger.warning("x %d", 2)
     clock.now += 1.5
     logger.warning("x %d", 3)
-    assert [LINE.fullmatch(x).group(3) for x in kept.lines] == [
+    assert [message(x) for x in kept.lines] == [
         "x 1", "\u2026 \u00d71 in 0.0 s: x 1", "x 3"]
 
 
@@ -81,10 +89,12 @@ def test_text_and_json_lines_carry_time_component_level_message():
     record = logging.LogRecord("seckill.x", logging.WARNING, __file__, 1, "hello %s",
                                ("you",), None)
     text = logs.Formatter("orders-worker").format(record)
-    assert LINE.fullmatch(text).groups() == ("orders-worker", "WARNING", "hello you")
+    found = LINE.fullmatch(text)
+    assert found is not None and found.groups() == ("orders-worker", "WARNING", "hello you")
     body = json.loads(logs.Formatter("orders-worker", as_json=True).format(record))
     assert (body["component"], body["level"], body["message"]) == (
         "orders-worker", "WARNING", "hello you")
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", body["ts"])
-    assert LINE.fullmatch(logs.line("seckill-up", "INFO", "up", False)).group(1) == "seckill-up"
+    framed = LINE.fullmatch(logs.line("seckill-up", "INFO", "up", False))
+    assert framed is not None and framed.group(1) == "seckill-up"
     assert json.loads(logs.line("seckill-up", "INFO", "up", True))["message"] == "up"

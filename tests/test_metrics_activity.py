@@ -54,7 +54,7 @@ def test_the_activity_series_say_what_the_stats_say(client, make_app):
     assert of(samples, "seckill_activity_paused", activity=soon) == 1
     assert of(samples, "seckill_activity_paused", activity=aid) == 0
     # No worker runs here: the two orders are decided and not stored, for a second now.
-    assert of(samples, "seckill_orders_oldest_pending_seconds", activity=aid) >= 1.0
+    assert (of(samples, "seckill_orders_oldest_pending_seconds", activity=aid) or 0) >= 1.0
     assert of(samples, "seckill_orders_oldest_pending_seconds", activity=soon) == 0
     assert of(samples, "seckill_dead_letters", activity=aid) == 0
     assert of(samples, "seckill_redis_up") == 1
