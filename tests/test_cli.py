@@ -184,7 +184,7 @@ def test_nginx_render_writes_a_config_nginx_accepts(tmp_path: Path) -> None:
     assert tuned.returncode == 0, tuned.stderr
     for line in ("listen 127.0.0.2:8080;", "rate=5r/s;", "limit_req zone=per_ip burst=7 nodelay;",
                  "limit_conn per_ip_conn 3;", "proxy_read_timeout 4s;", f"root {static};",
-                 f"access_log {tmp_path / 'run'}/access.log;"):
+                 f"access_log {tmp_path / 'run'}/access.log seckill buffer=64k flush=1s;"):
         assert line in tuned.stdout, line
 
 
