@@ -49,6 +49,15 @@ def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> i
     return value
 
 
+def _instances(raw: str) -> tuple[str, ...]:
+    found = tuple(part.strip() for part in raw.split(",") if part.strip())
+    for part in found:
+        host, _, port = part.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"SECKILL_INSTANCES must be host:port,... (got {part!r})")
+    return found
+
+
 def _float(env: Mapping[str, str], name: str, default: float) -> float:
     raw = env.get(name)
     if raw is None or raw == "":
@@ -123,6 +132,9 @@ class Settings:
     behind_proxy: bool
     instance: str
     durability: str = "local"
+    # SECKILL_INSTANCES: every gateway instance's host:port (``seckill up`` sets it), whose
+    # health the operator console shows; empty: this process's alone.
+    instances: tuple[str, ...] = ()
     # SECKILL_REDIS_CLUSTER: "auto" (ask the server), "on" (a Redis/Valkey Cluster) or "off".
     redis_cluster: str = "auto"
     durability_timeout_ms: int = 1500
@@ -201,6 +213,7 @@ class Settings:
             worker_block_ms=_int(env, "SECKILL_WORKER_BLOCK_MS", 500, minimum=1),
             worker_claim_idle_ms=_int(env, "SECKILL_WORKER_CLAIM_IDLE_MS", 30_000, minimum=1),
             generated=tuple(generated),
+            instances=_instances(env.get("SECKILL_INSTANCES", "")),
         )
         if overrides:
             settings = dataclasses.replace(settings, **overrides)

@@ -451,7 +451,7 @@ def test_stats_unknown_activity(client):
     ("GET", "/seckill"),
     ("GET", "/seckill/time/"),
     ("POST", "/seckill/x/y/z/buy"),
-    ("GET", "/admin"),
+    ("GET", "/adminx"),
     ("GET", "/admin/activities/x/y"),
     ("DELETE", "/nope"),
 ])

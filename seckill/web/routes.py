@@ -26,6 +26,7 @@ from seckill.sql.engine import ping
 from seckill.store import catalog
 from seckill.store.connection import ping_redis
 from seckill.web import admission as admission_routes
+from seckill.web import console as console_routes
 from seckill.web import operator as operator_routes
 from seckill.web.body import json_body, read_body
 from seckill.web.census import CensusCollector
@@ -52,6 +53,7 @@ def register(app: Flask, limits: ColdLimits) -> None:
     app.register_blueprint(_service())
     app.register_blueprint(admission_routes.blueprint(limits))
     app.register_blueprint(operator_routes.blueprint())
+    app.register_blueprint(console_routes.blueprint())
 
 
 def _user(limits: ColdLimits) -> Blueprint:

@@ -1,0 +1,138 @@
+"""The operator console: ``GET /admin/`` (a page), its files, and the state it polls.
+
+The page and its files hold no data, so they load without a token (a browser cannot send a
+bearer token when it opens a URL); the page asks the operator for the token and sends it with
+``GET /admin/console/state`` and the levers, which check it like every operator call. The
+state is the census (seckill.store.census), the outcome counters every process of this host
+added up, and each gateway instance's health, asked in parallel.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from flask import Blueprint, Response, current_app
+from prometheus_client.parser import text_string_to_metric_families
+
+import edge
+from seckill import metrics
+from seckill.domain import errors
+from seckill.resources import resource_dir
+from seckill.services import Services
+from seckill.store.census import Count
+from seckill.store.controls import console_state
+from seckill.web.operator import listed
+
+HEALTH_TIMEOUT = 0.5  # seconds an instance has to answer /healthz for the console
+FILES = {"index.html", "console.js", "console.css", "vendor/uPlot.iife.min.js",
+         "vendor/uPlot.min.css"}
+
+
+def _services() -> Services:
+    found: Services = current_app.extensions["seckill"]
+    return found
+
+
+def _folder() -> Path:
+    return resource_dir("nginx") / "console"
+
+
+_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
+
+
+@functools.cache
+def _content(name: str) -> bytes:
+    return (_folder() / name).read_bytes()
+
+
+def _file(name: str) -> Response:
+    """One of the console's files (small, read once per process)."""
+    response = Response(_content(name), mimetype=_TYPES[Path(name).suffix])
+    response.headers["Cache-Control"] = "no-cache"  # revalidated: a new version shows at once
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+def outcomes() -> dict[str, dict[str, float]]:
+    """``seckill_activity_outcomes_total`` as activity -> outcome -> count (every process's)."""
+    body, _ = metrics.render()
+    found: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(body.decode()):
+        if family.name != "seckill_activity_outcomes":
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_total"):
+                per = found.setdefault(sample.labels["activity"], {})
+                per[sample.labels["outcome"]] = sample.value
+    return found
+
+
+def health(instances: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Each instance's ``/healthz``, asked in parallel: name, ok, and what failed."""
+    answers: list[dict[str, Any]] = [{"instance": name, "ok": False} for name in instances]
+
+    def ask(answer: dict[str, Any]) -> None:
+        try:
+            with urllib.request.urlopen(f"http://{answer['instance']}/healthz",
+                                        timeout=HEALTH_TIMEOUT) as got:
+                answer["ok"] = got.status == 200
+        except Exception as exc:  # refused, timed out, 503: down for the console
+            answer["error"] = type(exc).__name__
+            code = getattr(exc, "code", None)
+            if code is not None:
+                answer["error"] = f"HTTP {code}"
+
+    threads = [threading.Thread(target=ask, args=(a,), daemon=True) for a in answers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(HEALTH_TIMEOUT * 2)
+    return answers
+
+
+def _row(count: Count, at_ms: int, counted: dict[str, dict[str, float]]) -> dict[str, Any]:
+    return {
+        **listed(count.activity, at_ms),
+        "state": console_state(count.activity, at_ms),
+        "sold": count.sold, "buyers": count.buyers, "orders": count.orders,
+        "holds": count.holds, "waiting": count.waiting,
+        "oldest_pending_s": round(count.oldest_pending_s, 3),
+        "dead_letters": count.dead_letters,
+        "outcomes": counted.get(count.activity.id, {}),
+    }
+
+
+def blueprint() -> Blueprint:
+    """The console's page, files and state."""
+    bp = Blueprint("console", __name__)
+
+    @bp.get("/admin/", strict_slashes=False)  # /admin too, rather than an HTML redirect
+    def page() -> Response:
+        return _file("index.html")
+
+    @bp.get("/admin/console/<path:name>")
+    def asset(name: str) -> Response:
+        if name not in FILES:
+            raise errors.NotFound()
+        return _file(name)
+
+    @bp.get("/admin/console/state")
+    @edge.filters(edge.ADMIN)
+    def state() -> dict[str, Any]:
+        found = _services()
+        census = found.census.take()
+        counted = outcomes()
+        instances = found.settings.instances or (f"{found.settings.instance} (this process)",)
+        return {
+            "now_ms": census.taken_ms,
+            "redis_up": census.redis_up,
+            "activities": [_row(c, census.taken_ms, counted) for c in census.counts],
+            "instances": (health(found.settings.instances) if found.settings.instances
+                          else [{"instance": instances[0], "ok": census.redis_up}]),
+        }
+
+    return bp
