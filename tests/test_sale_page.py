@@ -187,10 +187,17 @@ def test_no_token_no_button(stack: UpStack, page: Any) -> None:
     page.on("request", lambda r: asked.append(r.url))
     page.goto(f"{stack.base}/#activity={aid}")
     expect(page.locator("#countdown")).to_have_text("The sale is open!")
-    expect(page.locator("#hint")).to_have_text("Enter a user token under Demo settings to buy.")
+    expect(page.locator("#hint")).to_have_text("Sign in to the shop to buy.")
     expect(page.locator("#buy")).to_be_disabled()
     expect(page.locator("#queue")).to_be_hidden()  # first come: no queue on the page
-    # Entered by hand instead.
+    # A shopper sees no developer text: no settings, no token field, no clock details.
+    for words in ("Demo settings", "token", "JWT", "Server clock", "your clock", "Activity "):
+        assert words not in page.locator("body").inner_text(), words
+    expect(page.locator("#debug")).to_be_hidden()
+    # With ?debug=1 a developer enters a token by hand instead.
+    page.goto(f"{stack.base}/?debug=1#activity={aid}")
+    expect(page.locator("#hint")).to_have_text("Enter a user token under Demo settings to buy.")
+    expect(page.locator("#offset")).to_have_text(re.compile("your clock is"))
     page.locator("#setup summary").click()
     page.locator("#token-input").fill(user_token("frank"))
     page.locator("#apply").click()

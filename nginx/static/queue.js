@@ -360,10 +360,7 @@ function counterText() {
 
 function renderQueue(now) {
   $("queue").hidden = !queued();
-  if (!queued()) {
-    $("buy").hidden = false;
-    return;
-  }
+  if (!queued()) return;  // first come: sale.js shows the button while the sale is open
   setText("queue-title", isDraw() ? "Draw" : "Queue");
   setText("queue-status", statusText(now));
   setText("queue-detail", detailText(now));

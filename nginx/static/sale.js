@@ -2,6 +2,9 @@
 // corrected for half the round trip) and then runs on the browser's monotonic clock
 // (performance.now), so neither a wrong nor a changing browser clock moves the countdown.
 // A queue or draw activity's join, polls and turn are in queue.js (loaded first).
+// What the page shows never goes back in time: the activity's view may come from nginx's
+// one-second cache, so an answer older than what the page already knows is not shown
+// (learn() below). Developer settings (the token field, the clock) only with ?debug=1.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -17,7 +20,21 @@ const MESSAGES = {
   unknown_activity: "This sale does not exist.",
   bad_request: "The shop did not understand that request.",
   hold_expired: "Your earlier order here was not paid in time; you cannot buy again in this sale.",
+  paused: "The shop paused the sale for a moment. This page carries on by itself when it resumes.",
 };
+// What to do next, after each outcome.
+const NEXT = {
+  won: "Nothing more to do: the shop stores your order and confirms it below.",
+  won_pay: "Pay before the time below runs out, or the order is cancelled and the item goes back on sale.",
+  sold_out: "Every unit has been sold. Units sometimes come back (a cancelled or unpaid order): this page shows it if they do.",
+  ended: "This sale has ended.",
+};
+const RANK = { upcoming: 0, open: 1, sold_out: 2, ended: 3 };
+// An answer that says less than the page knows (an earlier state, more units left) is shown
+// only once the page's knowledge is this old: cached answers are never that old, so such an
+// answer then means units really came back.
+const STALE_MS = 5000;
+const DEBUG = new URLSearchParams(window.location.search).get("debug") === "1";
 const EXPIRED = "Your payment window ran out: the order was cancelled and its units went " +
   "back on sale.";
 // Answers after which the purchase may or may not have happened: ask for the order.
@@ -26,6 +43,7 @@ const UNSURE = "The shop is very busy. Your order may have gone through: checkin
 const page = {
   activity: null, token: null, offsetMs: null, startsMs: null, endsMs: null,
   state: null, busy: false, done: false, retryAtMs: null,
+  remaining: null, total: null, learntAt: 0, paused: false, pausedAt: 0, outcomeKind: null,
   payBy: null, payment: null,  // a payment window's order: its deadline (server ms) and state
   admission: null, queueOpensMs: null, challenge: false,  // queue and draw: queue.js
 };
@@ -81,10 +99,65 @@ async function syncClock() {
 
 const serverNow = () => performance.now() + page.offsetMs;
 
+// Take in what an answer says of the sale (its state and units left) unless it is older than
+// what the page knows; returns whether it was taken.
+function learn(state, remaining) {
+  const now = performance.now();
+  if (page.state !== null) {
+    const back = RANK[state] < RANK[page.state] || (RANK[state] === RANK[page.state] &&
+      remaining !== null && page.remaining !== null && remaining > page.remaining);
+    if (page.state === "ended" && state !== "ended") return false;  // an end is final
+    if (back && now - page.learntAt < STALE_MS) return false;
+    if (!back && state === page.state && remaining === page.remaining) return true;
+  }
+  page.state = state;
+  page.remaining = remaining;
+  page.learntAt = now;
+  return true;
+}
+
+// A pause is learnt from the view or from a refused purchase; like the state, a cached view
+// saying "not paused" does not undo a pause seen less than STALE_MS ago.
+function notePaused(paused) {
+  const now = performance.now();
+  if (paused) {
+    page.paused = true;
+    page.pausedAt = now;
+  } else if (!page.paused || now - page.pausedAt >= STALE_MS) {
+    page.paused = false;
+  }
+}
+
+function money(price) {
+  try {
+    const format = new Intl.NumberFormat(undefined, { style: "currency", currency: price.currency });
+    const digits = format.resolvedOptions().maximumFractionDigits;
+    return format.format(price.amount / 10 ** digits);
+  } catch (e) {
+    return `${(price.amount / 100).toFixed(2)} ${price.currency}`;
+  }
+}
+
+function showProduct(body) {
+  $("name").textContent = body.name;
+  $("activity-id").textContent = body.id;
+  const image = $("image");
+  if (body.image_url) {
+    if (image.getAttribute("src") !== body.image_url) image.src = body.image_url;
+    image.alt = body.name;
+  }
+  image.hidden = !body.image_url;
+  $("price").textContent = body.price ? money(body.price) : "";
+  $("price").hidden = !body.price;
+  $("description").textContent = body.description || "";
+  $("description").hidden = !body.description;
+}
+
 async function loadActivity() {
   if (!page.activity) {
     $("state").textContent = "no sale chosen";
-    $("setup").open = true;
+    $("countdown").textContent = DEBUG ? "Choose a sale under Demo settings." : "This sale could not be found.";
+    if (DEBUG) $("setup").open = true;
     return;
   }
   const { status, body } = await api(`/seckill/activities/${encodeURIComponent(page.activity)}`);
@@ -92,13 +165,14 @@ async function loadActivity() {
     $("state").textContent = MESSAGES[body.error] || body.message || "unavailable";
     return;
   }
-  $("name").textContent = body.name;
-  $("activity-id").textContent = body.id;
-  $("remaining").textContent = body.remaining === null ? "unlimited" : body.remaining;
+  showProduct(body);
+  page.total = body.total;
+  notePaused(body.paused === true);
+  learn(body.state, body.remaining);
+  $("remaining").textContent = page.remaining === null ? "unlimited" : page.remaining;
   $("total").textContent = body.total === null ? "unlimited" : body.total;
   page.startsMs = Date.parse(body.starts_at);
   page.endsMs = Date.parse(body.ends_at);
-  page.state = body.state;
   page.admission = body.admission || "first_come";
   page.queueOpensMs = body.queue_opens_at ? Date.parse(body.queue_opens_at) : null;
   page.challenge = body.challenge === true;
@@ -117,8 +191,18 @@ function render() {
   else if (queued() && state === "upcoming" && now >= page.queueOpensMs) state = "queue_open";
   // A waiter's status says sold out the moment the queue closes, before the activity's view.
   if (queued() && queue.status === "sold_out" && state !== "ended") state = "sold_out";
-  $("state").textContent = state.replace("_", " ");
-  if (now < page.startsMs) {
+  const left = page.remaining === null ? "unlimited" : String(page.remaining);
+  if ($("remaining").textContent !== left) $("remaining").textContent = left;
+  const paused = page.paused && state !== "ended";
+  const shown = paused ? "paused" : state;
+  $("state").textContent = shown.replace("_", " ");
+  $("state").className = "state " + shown;
+  if (!paused && page.outcomeKind === "paused") showOutcome("");  // resumed: said below
+  if (page.outcomeKind === "won") {
+    $("countdown").textContent = "Your order is in";
+  } else if (paused) {
+    $("countdown").textContent = "The sale is paused";
+  } else if (now < page.startsMs) {
     const left = page.startsMs - now;
     const s = Math.floor(left / 1000);
     $("countdown").textContent = `Starts in ${two(Math.floor(s / 3600))}:` +
@@ -133,9 +217,17 @@ function render() {
   renderPayment(now);
   const waiting = page.retryAtMs !== null && performance.now() < page.retryAtMs;
   $("buy").disabled = page.busy || page.done || waiting || state !== "open" || !page.token ||
-    (queued() && !mayBuyFromQueue(now));  // a queue's buyers buy in their turn only
-  $("hint").textContent = page.token || queued() ? ""
-    : "Enter a user token under Demo settings to buy.";
+    paused || (queued() && !mayBuyFromQueue(now));  // a queue's buyers buy in their turn only
+  // No dead button: sold out, ended or paused, the page says so instead.
+  const closed = paused || state === "sold_out" || state === "ended";
+  $("buy").hidden = closed && !page.busy;
+  if (page.outcomeKind !== "won") {
+    // Said once: the outcome already says a purchase met the pause.
+    $("next").textContent = paused && page.outcomeKind !== "paused" ? MESSAGES.paused
+      : closed && !paused ? NEXT[state] : "";
+  }
+  $("hint").textContent = page.token || queued() || closed ? ""
+    : DEBUG ? "Enter a user token under Demo settings to buy." : "Sign in to the shop to buy.";
   renderQueue(now);
 }
 
@@ -164,6 +256,7 @@ function showOutcome(text, kind) {
   const el = $("outcome");
   el.textContent = text;
   el.className = "outcome " + (kind || "");
+  page.outcomeKind = kind || null;
 }
 
 function showOrder(body) {
@@ -218,22 +311,29 @@ function retryLater(seconds) {
 async function won(order, payBy) {
   page.done = true;
   showOutcome(`You got it! Order ${order}.`, "won");
+  $("next").textContent = typeof payBy === "number" ? NEXT.won_pay : NEXT.won;
   showOrder({ order_id: order, status: "pending" });
   if (typeof payBy === "number") notePayment({ pay_by: payBy, payment: "due" });
+  $("outcome").focus();  // the button is gone: the answer is where the reader goes next
   await pollOrder();
 }
 
 function lost(answer) {
   const error = answer.body.error;
-  showOutcome(MESSAGES[error] || answer.body.message || "Something went wrong.", "lost");
+  showOutcome(MESSAGES[error] || answer.body.message || "Something went wrong.",
+              error === "paused" ? "paused" : "lost");
   if (error === "sold_out" || error === "ended" || error === "hold_expired") {
     page.done = true;
-    if (error !== "hold_expired") page.state = error;
+    if (error !== "hold_expired") learn(error, error === "sold_out" ? 0 : page.remaining);
+    $("outcome").focus();
+  } else if (error === "paused") {
+    notePaused(true);
+    retryLater(Number(answer.headers.get("Retry-After")) || answer.body.retry_after);
   } else if (error === "rate_limited") {
     retryLater(Number(answer.headers.get("Retry-After")) || answer.body.retry_after);
   } else if (error === "not_started" && typeof answer.body.now_ms === "number") {
     page.offsetMs = answer.body.now_ms - performance.now();  // our clock was early
-  } else if (error === "unauthenticated") {
+  } else if (error === "unauthenticated" && DEBUG) {
     $("setup").open = true;
   }
 }
@@ -262,6 +362,10 @@ async function buy() {
     // A queue's turn carries its purchase URL; first come asks for one.
     const url = queued() ? queuePurchaseUrl()
       : await api(`/seckill/url?activity=${aid}`, { auth: true });
+    if (url.body.error === "paused") {  // nothing was bought: the sale is paused
+      lost(url);
+      return;
+    }
     if (url.status === 0 || url.status >= 500) {
       // No purchase was made yet (this only asks for the signed URL).
       showOutcome("The shop is very busy. Please try again in a moment.", "lost");
@@ -281,6 +385,8 @@ async function buy() {
       page.done = true;
       showOutcome(`${MESSAGES.already_purchased} Order ${result.body.order_id}.`, "won");
       pollOrder();
+    } else if (result.body.error === "paused") {
+      lost(result);  // refused before any stock was touched
     } else if (result.status === 0 || result.status >= 500) {
       await unsure();
     } else {
@@ -295,6 +401,7 @@ async function buy() {
 }
 
 async function start() {
+  $("debug").hidden = !DEBUG;
   readFragment();
   $("buy").addEventListener("click", buy);
   $("join").addEventListener("click", joinQueue);
@@ -303,6 +410,9 @@ async function start() {
     page.token = $("token-input").value.trim();
     page.done = false;
     page.state = page.startsMs = page.endsMs = page.payBy = page.payment = null;
+    page.remaining = null;
+    page.learntAt = 0;
+    page.paused = false;
     page.admission = page.queueOpensMs = null;
     queueReset();
     showOutcome("");
