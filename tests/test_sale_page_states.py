@@ -51,7 +51,7 @@ def shot(page: Any, state: str) -> None:
     page.screenshot(path=str(DOCS / f"sale-page-{page.size}-{state}.png"), full_page=True)
 
 
-def lever(stack: UpStack, aid: str, action: str) -> None:
+def lever(stack: UpStack, aid: str, action: str) -> None:  # noqa: F811  (a fixture)
     status, body = call(stack.admin_port, "POST", f"/admin/activities/{aid}/{action}",
                         ADMIN_TOKEN)
     assert status == 200, body
@@ -85,7 +85,7 @@ def test_the_product_and_the_countdown_then_a_win_with_what_to_do_next(
     shot(tab, "won")
 
 
-def test_sold_out_on_arrival_says_so_instead_of_a_dead_button(stack: UpStack,
+def test_sold_out_on_arrival_says_so_instead_of_a_dead_button(stack: UpStack,  # noqa: F811  (a fixture)
                                                               tab: Any) -> None:
     from playwright.sync_api import expect
 
@@ -98,7 +98,7 @@ def test_sold_out_on_arrival_says_so_instead_of_a_dead_button(stack: UpStack,
     shot(tab, "sold-out")
 
 
-def test_a_paused_sale_says_so_and_carries_on_when_resumed(stack: UpStack, tab: Any) -> None:
+def test_a_paused_sale_says_so_and_carries_on_when_resumed(stack: UpStack, tab: Any) -> None:  # noqa: F811  (a fixture)
     from playwright.sync_api import expect
 
     aid = stack.create_activity(**PRODUCT, total=5)
@@ -120,7 +120,7 @@ def test_a_paused_sale_says_so_and_carries_on_when_resumed(stack: UpStack, tab: 
 
 
 def test_after_losing_the_race_the_page_never_shows_the_sale_open_again(
-        stack: UpStack, tab: Any) -> None:
+        stack: UpStack, tab: Any) -> None:  # noqa: F811  (a fixture)
     """The reported bug: after a lost race the page's own refresh, through nginx's 1 s cache,
     showed "The sale is open!" and "1 left of 1" again for about 1.5 s."""
     from playwright.sync_api import expect
@@ -142,7 +142,7 @@ def test_after_losing_the_race_the_page_never_shows_the_sale_open_again(
     assert all(left == "0" for _, left in after), after
 
 
-def test_the_page_reads_well(stack: UpStack, tab: Any) -> None:
+def test_the_page_reads_well(stack: UpStack, tab: Any) -> None:  # noqa: F811  (a fixture)
     """Labels, a polite live region for outcomes, and text contrast of at least 4.5:1."""
     aid = stack.create_activity(**PRODUCT, total=2)
     tab.goto(f"{stack.base}/#activity={aid}&token={user_token('lu-' + tab.size)}")
