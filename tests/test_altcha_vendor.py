@@ -37,7 +37,7 @@ def test_the_vendored_widget_is_the_locked_version() -> None:
     assert locked_version() in (VENDOR / "README.md").read_text(encoding="utf-8")
     assert "MIT License" in (VENDOR / "LICENSE.txt").read_text(encoding="utf-8")
     package = json.loads((BUILD / "package.json").read_text(encoding="utf-8"))
-    assert package["dependencies"] == {"altcha": "~2.2.4"}
+    assert package["dependencies"] == {"altcha": "~2.2.4", "uplot": "~1.6.32"}
     assert "nginx/vendor/node_modules/" in (REPO_ROOT / ".gitignore").read_text().splitlines()
 
 
@@ -75,3 +75,17 @@ def test_nginx_serves_the_widget_as_javascript(tmp_path: Path) -> None:
                                                             "text/javascript"}
     assert answer.headers["X-Content-Type-Options"] == "nosniff"
     assert answer.data == (VENDOR / "altcha.js").read_bytes()
+
+
+def test_the_consoles_chart_library_is_the_locked_uplot() -> None:
+    """The operator console's uPlot (``nginx/console/vendor/``, built by the same script)."""
+    lock = json.loads((BUILD / "package-lock.json").read_text(encoding="utf-8"))
+    version = lock["packages"]["node_modules/uplot"]["version"]
+    assert version.startswith("1.6.")
+    console = REPO_ROOT / "nginx" / "console" / "vendor"
+    assert sorted(p.name for p in console.iterdir()) == [
+        "uPlot.LICENSE", "uPlot.iife.min.js", "uPlot.min.css"]
+    script = (console / "uPlot.iife.min.js").read_text(encoding="utf-8")
+    assert script.startswith(f"/*! https://github.com/leeoniya/uPlot (v{version}) */")
+    assert "import " not in script[:500] and "http://" not in script and "https://cdn" not in script
+    assert "MIT" in (console / "uPlot.LICENSE").read_text(encoding="utf-8")
