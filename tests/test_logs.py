@@ -98,3 +98,35 @@ def test_text_and_json_lines_carry_time_component_level_message():
     framed = LINE.fullmatch(logs.line("seckill-up", "INFO", "up", False))
     assert framed is not None and framed.group(1) == "seckill-up"
     assert json.loads(logs.line("seckill-up", "INFO", "up", True))["message"] == "up"
+
+
+def test_a_redis_outage_under_load_logs_one_line_and_one_summary(make_app, private_valkey):
+    """The reported burst, made to happen: Redis goes away and a crowd asks for purchase URLs;
+    each request's per-user rate check fails open and logs the same warning."""
+    from tests.conftest import create_activity, user_headers
+
+    app = make_app(REDIS_URL=private_valkey.url)
+    client = app.test_client()
+    aid = create_activity(client)["id"]
+    for uid in ("warm", "up"):
+        assert client.get(f"/seckill/url?activity={aid}",
+                          headers=user_headers(uid)).status_code == 200
+    kept, clock = Kept(), Clock()
+    collapse = logs.CollapseRepeats(kept, clock=clock)
+    kept.addFilter(collapse)
+    logger = logging.getLogger("seckill")
+    logger.addHandler(kept)
+    try:
+        private_valkey.stop()
+        for n in range(60):
+            clock.now = 100.0 + n * 0.01
+            client.get(f"/seckill/url?activity={aid}", headers=user_headers(f"crowd{n}"))
+        clock.now = 102.0
+        collapse.flush()
+    finally:
+        logger.removeHandler(kept)
+    rate_lines = [message(x) for x in kept.lines if "rate limit not checked" in x]
+    assert len(rate_lines) == 2, kept.lines
+    assert rate_lines[0].startswith("rate limit not checked for crowd0")
+    assert re.fullmatch(r"\u2026 \u00d759 in 0\.6 s: rate limit not checked for crowd0 .*",
+                        rate_lines[1]), rate_lines[1]
