@@ -133,7 +133,7 @@ def test_admission_benchmark_smoke_runs_every_pair(tmp_path: Path) -> None:
     _need_wrk()
     out = tmp_path / "admission"
     command = [sys.executable, "-m", "bench.admission", "--rounds", "1", "--duration", "1",
-               "--warmup", "0", "--settle", "0.1", "--users", "6000", "--output", str(out)]
+               "--warmup", "0", "--settle", "0.1", "--users", "15000", "--output", str(out)]
     done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
                           check=False)
     assert done.returncode == 0, f"bench.admission failed:\n{done.stderr[-6000:]}"
@@ -144,5 +144,5 @@ def test_admission_benchmark_smoke_runs_every_pair(tmp_path: Path) -> None:
         assert not run["failed"] and run["ok"] > 0, run
         assert set(run["statuses"]) == {"200"}, run
     admitted = runs["admitted"]
-    assert admitted["admissions_left"] == 6000 - admitted["sold"]
+    assert admitted["admissions_left"] == 15000 - admitted["sold"]
     assert set(data["ratios"]) == {"state-nginx", "queue-status", "admitted"}
