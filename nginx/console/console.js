@@ -61,7 +61,9 @@
       chart = new uPlot({
         width: Math.max(280, box.clientWidth), height: 220,
         scales: { x: { time: true } },
-        axes: [{}, { label: "answers/s" }],
+        axes: [{ space: 90, values: function (u, ticks) {
+          return ticks.map(function (t) { return new Date(t * 1000).toLocaleTimeString(); });
+        } }, { label: "answers/s" }],
         series: [{}].concat(GROUPS.map(function (g) {
           return { label: g, stroke: COLORS[g], width: 2, points: { show: false } };
         })),
