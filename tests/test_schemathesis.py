@@ -32,6 +32,7 @@ import pytest
 from edge.identity import mint_user_token
 from seckill.ops.embedded import EmbeddedValkey
 from tests.conftest import ADMIN_TOKEN, JWT_SECRET, gateway_env, iso
+from tests.schemathesis_hooks import LEVER_TARGET
 from tests.servers import REPO_ROOT, gunicorn_server
 
 FUZZER = "fuzzer@example.com"
@@ -74,6 +75,7 @@ class Seeded:
     activities: list[str]  # real activity ids
     orders: list[str]  # real order ids
     tokens: list[str]  # the fuzzer's purchase-URL tokens for the open activities
+    lever: str  # the activity the fuzzer's pause and end act on (tests.schemathesis_hooks)
 
 
 def seed(base: str) -> Seeded:
@@ -108,13 +110,19 @@ def seed(base: str) -> Seeded:
         status, bought = call(base, "POST", issued["url"], token, {})
         assert status == 200, bought
         orders.append(str(bought["order_id"]))
+    # The operator's pause and end answer 503 paused / 410 ended on every later call about the
+    # activity they hit: the hooks point them at one activity nothing else is sent to.
+    lever = f"lever-{tag}"
+    status, answer = call(base, "POST", "/admin/activities", ADMIN_TOKEN, {
+        "id": lever, "name": "Levers", "total": 5, "starts_at": iso(-60), "ends_at": iso(3600)})
+    assert status == 201, answer
     fuzzer = mint_user_token(FUZZER, JWT_SECRET, 3600)
     tokens = []
     for aid in activities:
         status, issued = call(base, "GET", f"/seckill/url?activity={aid}", fuzzer)
         if status == 200:
             tokens.append(str(issued["url"]).split("/")[3])
-    return Seeded(activities, orders, tokens)
+    return Seeded(activities, orders, tokens, lever)
 
 
 def toml(value: Any) -> str:
@@ -173,6 +181,14 @@ def config(base: str, seeded: Seeded | None) -> dict[str, Any]:
                                 "generation": {"max-examples": STATEFUL_EXAMPLES}}},
         "hooks": "tests.schemathesis_hooks",
         "operations": [
+            # A body within every field's length (characters) can still pass the 4 KiB that
+            # every body is held to (bytes, the Conventions; 2,000 characters of description
+            # are up to 12 KB of JSON): 413, which no JSON Schema can state.
+            {"include-operation-id": ["createActivity", "editActivity"],
+             "checks": {"positive_data_acceptance": {
+                            "expected-statuses": [*ACCEPTED, "410", "413"]},
+                        "negative_data_rejection": {
+                            "expected-statuses": [*REJECTED, "410", "413"]}}},
             # A body the document calls valid, refused (400) for what the activity is now:
             # quantity over this activity's per_user_limit (1 for packets); a restock of
             # unlimited stock or packets, or one that takes the total past 1000000000.
@@ -221,7 +237,8 @@ class LiveGateway:
              *(arg for op in only for arg in ("--include-operation-id", op))],
             # Run in the test's folder (schemathesis and Hypothesis keep caches in the working
             # directory); the hooks module is found through PYTHONPATH.
-            cwd=self.folder, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+            cwd=self.folder, env={**os.environ, "PYTHONPATH": str(REPO_ROOT),
+                                  LEVER_TARGET: self.seeded.lever},
             capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False,
         )
 
