@@ -20,7 +20,12 @@ from redis.cluster import RedisCluster, key_slot
 
 from seckill.ops.cluster import CLUSTER_SLOTS, ClusterError, EmbeddedCluster
 from seckill.ops.embedded import EmbeddedValkey
-from seckill.ops.ports import BUS_PORT_OFFSET, free_cluster_ports
+from seckill.ops.ports import (
+    BUS_PORT_OFFSET,
+    LISTEN_PORTS_FROM,
+    free_cluster_ports,
+    free_listen_port,
+)
 from tests.conftest import on_master
 
 
@@ -186,3 +191,20 @@ def test_the_ports_chosen_for_a_cluster_never_include_another_nodes_bus_port() -
         ports = free_cluster_ports(6)
         buses = {port + BUS_PORT_OFFSET for port in ports}
         assert len(set(ports)) == 6 and not buses & set(ports), ports
+
+
+def test_a_listeners_port_is_never_one_an_outgoing_connection_can_take() -> None:
+    """``seckill up`` chooses its instances' and its exporter's ports before they bind, seconds
+    later. A port from the kernel's ephemeral range could be taken meanwhile as the local port
+    of an outgoing connection (seen on CI: the exporter's "Address already in use"); these are
+    drawn below that range, above the cluster's, distinct from those already chosen."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    if low - LISTEN_PORTS_FROM < 1000:
+        pytest.skip(f"this machine's ephemeral range starts at {low}: no room below it")
+    chosen: list[int] = []
+    for _ in range(200):
+        port = free_listen_port(avoid=chosen)
+        assert LISTEN_PORTS_FROM <= port < low and port not in chosen, port
+        chosen.append(port)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", chosen[-1]))

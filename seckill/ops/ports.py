@@ -1,10 +1,12 @@
-"""Free ports for the embedded servers: one for a single server (:func:`free_port`), and a
-cluster's set (:func:`free_cluster_ports`), each node's with its cluster bus port free too."""
+"""Free ports for the embedded servers: one for a single server (:func:`free_port`), a
+cluster's set (:func:`free_cluster_ports`), each node's with its cluster bus port free too, and
+one for a listener started a while after it is chosen (:func:`free_listen_port`)."""
 
 from __future__ import annotations
 
 import random
 import socket
+from collections.abc import Collection
 from pathlib import Path
 
 from seckill.ops.embedded import free_port
@@ -47,3 +49,31 @@ def free_cluster_ports(count: int, host: str = "127.0.0.1") -> list[int]:
             if len(ports) == count:
                 return sorted(ports)
     raise OSError(f"found no {count} free ports with free cluster bus ports on {host}")
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+LISTEN_PORTS_FROM = 3 * BUS_PORT_OFFSET  # above the cluster's node and bus ports
+
+
+def free_listen_port(host: str = "127.0.0.1", avoid: Collection[int] = ()) -> int:
+    """A port free on ``host`` for a listener that binds seconds later (a gunicorn instance
+    started after others, the exporter): below the kernel's ephemeral range when it leaves
+    room, so that no outgoing connection made meanwhile (they draw their local port from that
+    range) can take it, as one did a :func:`free_port` port before its exporter bound it.
+    ``avoid``: ports already chosen for listeners not started yet."""
+    low = _ephemeral_low()
+    if low - LISTEN_PORTS_FROM >= 1000:
+        for _ in range(100):
+            port = random.randrange(LISTEN_PORTS_FROM, low)
+            if port not in avoid and bindable(host, port):
+                return port
+    while True:
+        port = free_port(host)
+        if port not in avoid:
+            return port

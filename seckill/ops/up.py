@@ -39,9 +39,9 @@ from seckill.ops.children import (
     render_nginx,
 )
 from seckill.ops.cluster import up_cluster
-from seckill.ops.embedded import free_port
 from seckill.ops.nginx import command as nginx_command
 from seckill.ops.nginx import nginx_binary
+from seckill.ops.ports import free_listen_port
 from seckill.ops.supervisor import COMPONENT, ChildSpec, http_ready, log
 
 
@@ -290,7 +290,10 @@ def run(args: argparse.Namespace) -> int:
             shape = f"gunicorn directly, {args.workers} gevent worker(s)"
             where = f"  Health:    {base}/healthz    Metrics: {base}/metrics\n"
         else:
-            backends = [f"127.0.0.1:{free_port()}" for _ in range(args.instances)]
+            ports: list[int] = []
+            for _ in range(args.instances):
+                ports.append(free_listen_port(avoid=ports))
+            backends = [f"127.0.0.1:{port}" for port in ports]
             env["SECKILL_INSTANCES"] = ",".join(backends)
             for number, backend in enumerate(backends, start=1):
                 specs.append(gunicorn_spec(f"gunicorn-{number}", "127.0.0.1",
@@ -298,7 +301,7 @@ def run(args: argparse.Namespace) -> int:
                                            root, graceful, behind_proxy=True))
             metrics_port = None
             if access_log is not None:
-                metrics_port = free_port()
+                metrics_port = free_listen_port(avoid=ports)
                 specs.append(exporter_spec(access_log, metrics_port, env))
             conf, run_dir = render_nginx(args, nginx_bin, data_dir, backends, metrics_port)
             specs.append(ChildSpec(
