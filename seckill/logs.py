@@ -36,12 +36,14 @@ def stamp(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
-def line(component: str, level: str, message: str, as_json: bool, **extra: Any) -> str:
-    """One log line in the stack's format."""
+def line(component: str, level: str, message: str, as_json: bool, at: float | None = None,
+         **extra: Any) -> str:
+    """One log line in the stack's format (at ``at``, a Unix time; default now)."""
+    when = stamp(time.time() if at is None else at)
     if as_json:
-        return json.dumps({"ts": stamp(time.time()), "component": component, "level": level,
+        return json.dumps({"ts": when, "component": component, "level": level,
                            "message": message, **extra}, ensure_ascii=False)
-    return f"{stamp(time.time())} {component} {level} {message}"
+    return f"{when} {component} {level} {message}"
 
 
 class Formatter(logging.Formatter):
@@ -57,12 +59,9 @@ class Formatter(logging.Formatter):
         message = record.getMessage()
         if record.exc_info:
             message += "\n" + self.formatException(record.exc_info)
-        when = stamp(record.created)
-        if self.as_json:
-            return json.dumps({"ts": when, "component": self.component,
-                               "level": record.levelname, "message": message,
-                               "logger": record.name}, ensure_ascii=False)
-        return f"{when} {self.component} {record.levelname} {message}"
+        extra = {"logger": record.name} if self.as_json else {}
+        return line(self.component, record.levelname, message, self.as_json, record.created,
+                    **extra)
 
 
 class _Burst:

@@ -24,6 +24,9 @@ MAX_SHARDS = 64
 MAX_PAYMENT_WINDOW = 86_400  # seconds: a day
 UNLIMITED = -1
 
+# The states an operator filters by (Activity.console_state): the activity's, and paused.
+CONSOLE_STATES = ("upcoming", "open", "sold_out", "ended", "paused")
+
 STOCK = "stock"
 PACKETS = "packets"
 KINDS = (STOCK, PACKETS)
@@ -148,6 +151,16 @@ class Activity:
         if self.remaining == 0:
             return "sold_out"
         return "open"
+
+    def console_state(self, at_ms: int) -> str:
+        """The state an operator filters by: ``paused`` while paused and not ended, else
+        :meth:`state`."""
+        state = self.state(at_ms)
+        return "paused" if self.paused and state != "ended" else state
+
+    def listed(self, at_ms: int) -> dict[str, Any]:
+        """The activity as the operator's list shows it: its view and the units sold."""
+        return {**self.public(at_ms), "sold": self.sold or 0}
 
     def public(self, at_ms: int) -> dict[str, Any]:
         """The activity's public JSON body at ``at_ms`` (never the packets' seed)."""

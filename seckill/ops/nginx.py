@@ -147,12 +147,9 @@ def _user_line(options: NginxOptions) -> str:
     return f"{comment}user {options.user};"
 
 
-def _access_log(options: NginxOptions, run_dir: Path) -> str:
+def _access_log(options: NginxOptions, path: Path) -> str:
     if not options.access_log:
         return "off"
-    path = (options.access_log_path or run_dir / "access.log").resolve()
-    if re.search(r"[\s;{}'\"$]", str(path)):
-        raise RenderError(f"{path} holds characters an nginx.conf path cannot")
     # Buffered: a sale-day flood costs one write per 64 KiB, at most a second late.
     return f"{path} {'seckill_json' if options.log_json else 'seckill'} buffer=64k flush=1s"
 
@@ -185,7 +182,8 @@ def render(options: NginxOptions) -> str:
 
     run_dir = options.run_dir.resolve()
     static_root = (options.static_root or default_static_root()).resolve()
-    for path in (run_dir, static_root):
+    access_log = (options.access_log_path or run_dir / "access.log").resolve()
+    for path in (run_dir, static_root, *([access_log] if options.access_log else [])):
         if re.search(r"[\s;{}'\"$]", str(path)):
             raise RenderError(f"{path} holds characters an nginx.conf path cannot")
     mime = next((p for p in _MIME_CANDIDATES if Path(p).exists()), None)
@@ -210,7 +208,7 @@ def render(options: NginxOptions) -> str:
         "USER": _user_line(options),
         "DAEMON": "on" if options.daemon else "off",
         "RUN_DIR": str(run_dir),
-        "ACCESS_LOG": _access_log(options, run_dir),
+        "ACCESS_LOG": _access_log(options, access_log),
         "NGINX_METRICS": (
             f"        location = /metrics/nginx {{\n"
             f"            proxy_pass http://127.0.0.1:{options.metrics_port}/metrics;\n"

@@ -10,16 +10,15 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from seckill.domain import errors
+from seckill.domain.activities import CONSOLE_STATES
 from seckill.ops.commands import READ, WRITE, Failure, checked_activity_id, store_services
 
-STATES = ("upcoming", "open", "sold_out", "ended", "paused")
 _COLUMNS = ("id", "state", "paused", "remaining", "total", "sold", "starts_at", "ends_at")
 
 
 def cmd_activity_list(args: argparse.Namespace) -> int:
     """``seckill activity list``: every activity with its state and numbers (reads only)."""
     from seckill.domain.activities import now_ms
-    from seckill.store.controls import console_state
 
     rows: list[dict[str, Any]] = []
     with store_services(READ) as services:
@@ -27,8 +26,7 @@ def cmd_activity_list(args: argparse.Namespace) -> int:
         while True:
             found, cursor = services.controls.page(cursor, 200, args.state, rebuild=False)
             at = now_ms()
-            rows += [{**a.public(at), "sold": a.sold or 0, "state": console_state(a, at)}
-                     for a in found]
+            rows += [{**a.listed(at), "state": a.console_state(at)} for a in found]
             if cursor is None:
                 break
     if args.json:
@@ -111,7 +109,8 @@ def add_sale_verbs(verbs: Any) -> None:
     """``seckill activity list``, ``pause``, ``resume`` and ``end``."""
     listed = verbs.add_parser("list", help="every activity with its state and numbers (reads "
                                            "only)")
-    listed.add_argument("--state", choices=STATES, help="only activities in this state")
+    listed.add_argument("--state", choices=CONSOLE_STATES,
+                        help="only activities in this state")
     listed.add_argument("--json", action="store_true", help="one JSON object per line")
     listed.set_defaults(handler=cmd_activity_list)
     for verb, text in (("pause", "pause a sale: no URL, no purchase until resumed"),

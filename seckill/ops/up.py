@@ -295,10 +295,9 @@ def run(args: argparse.Namespace) -> int:
                 ports.append(free_listen_port(avoid=ports))
             backends = [f"127.0.0.1:{port}" for port in ports]
             env["SECKILL_INSTANCES"] = ",".join(backends)
-            for number, backend in enumerate(backends, start=1):
-                specs.append(gunicorn_spec(f"gunicorn-{number}", "127.0.0.1",
-                                           int(backend.rsplit(":", 1)[1]), args.workers, env,
-                                           root, graceful, behind_proxy=True))
+            for number, port in enumerate(ports, start=1):
+                specs.append(gunicorn_spec(f"gunicorn-{number}", "127.0.0.1", port,
+                                           args.workers, env, root, graceful, behind_proxy=True))
             metrics_port = None
             if access_log is not None:
                 metrics_port = free_listen_port(avoid=ports)

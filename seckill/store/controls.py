@@ -96,7 +96,7 @@ class SaleControls:
     def page(self, after: str | None, limit: int, wanted: str | None, rebuild: bool = True
              ) -> tuple[list[Activity], str | None]:
         """Up to ``limit`` activities in id order after ``after`` whose console state (see
-        :func:`console_state`) is ``wanted`` (any: None); and the cursor of the next page.
+        :meth:`Activity.console_state`) is ``wanted`` (any: None); and the cursor of the next page.
         One Redis lost is rebuilt from the database (``rebuild``) or shown as the database
         holds it (its ``remaining`` then the total: a reader that must not write)."""
         found: list[Activity] = []
@@ -108,7 +108,7 @@ class SaleControls:
             at = now_ms()
             for activity in self._load(ids, rebuild):
                 cursor = activity.id
-                if wanted is None or console_state(activity, at) == wanted:
+                if wanted is None or activity.console_state(at) == wanted:
                     found.append(activity)
                     if len(found) == limit:
                         break
@@ -131,24 +131,16 @@ class SaleControls:
             summed = {a.id: w for a, w in zip(found, self.store.whole(found), strict=True) if w}
         except redis.RedisError as exc:
             raise errors.Unavailable(detail=type(exc).__name__) from exc
-        loaded = []
-        for aid in ids:
-            activity = summed.get(aid)
-            if activity is None and not rebuild:
-                activity = self.book.load_activity(aid)
-            elif activity is None:
-                try:
-                    activity = self.current(aid)
-                except errors.UnknownActivity:
-                    activity = None
-            if activity is None:
-                continue
-            loaded.append(activity)
-        return loaded
+        loaded = [summed.get(aid) or self._missing(aid, rebuild) for aid in ids]
+        return [activity for activity in loaded if activity is not None]
 
+    def _missing(self, aid: str, rebuild: bool) -> Activity | None:
+        """An activity the database knows and Redis does not (all of it, or a part): rebuilt,
+        or as the database holds it; None if it is gone from both meanwhile."""
+        if not rebuild:
+            return self.book.load_activity(aid)
+        try:
+            return self.current(aid)
+        except errors.UnknownActivity:
+            return None
 
-def console_state(activity: Activity, at_ms: int) -> str:
-    """The state an operator filters by: ``paused`` for a paused activity that has not ended,
-    else the activity's state (``upcoming``, ``open``, ``sold_out``, ``ended``)."""
-    state = activity.state(at_ms)
-    return "paused" if activity.paused and state != "ended" else state

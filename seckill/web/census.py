@@ -7,10 +7,8 @@ from collections.abc import Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from seckill.domain.activities import CONSOLE_STATES
 from seckill.store.census import CensusTaker
-from seckill.store.controls import console_state
-
-STATES = ("upcoming", "open", "sold_out", "ended", "paused")
 
 
 class CensusCollector(Collector):
@@ -53,8 +51,8 @@ class CensusCollector(Collector):
             holds.add_metric([aid], count.holds)
             waiting.add_metric([aid], count.waiting)
             paused.add_metric([aid], 1 if count.activity.paused else 0)
-            now = console_state(count.activity, census.taken_ms)
-            for name in STATES:
+            now = count.activity.console_state(census.taken_ms)
+            for name in CONSOLE_STATES:
                 state.add_metric([aid, name], 1 if name == now else 0)
             oldest.add_metric([aid], count.oldest_pending_s)
             dead.add_metric([aid], count.dead_letters)

@@ -12,12 +12,17 @@ from flask import Blueprint, current_app, request
 
 import edge
 from seckill.domain import errors
-from seckill.domain.activities import Activity, is_activity_id, now_ms, parse_edit
+from seckill.domain.activities import (
+    CONSOLE_STATES,
+    Activity,
+    is_activity_id,
+    now_ms,
+    parse_edit,
+)
 from seckill.services import Services
 from seckill.store.controls import MAX_PAGE
 from seckill.web.body import json_body, read_body
 
-STATES = ("upcoming", "open", "sold_out", "ended", "paused")
 DEFAULT_PAGE = 50
 
 
@@ -26,16 +31,12 @@ def _services() -> Services:
     return found
 
 
-def listed(activity: Activity, at_ms: int) -> dict[str, Any]:
-    """One activity of the operator's list: its view and the units sold."""
-    return {**activity.public(at_ms), "sold": activity.sold or 0}
-
-
 def _query() -> tuple[str | None, int, str | None]:
     args = request.args
     state = args.get("state")
-    if state is not None and state not in STATES:
-        raise errors.BadRequest(f"state must be one of {', '.join(STATES)}", field="state")
+    if state is not None and state not in CONSOLE_STATES:
+        raise errors.BadRequest(f"state must be one of {', '.join(CONSOLE_STATES)}",
+                                field="state")
     raw = args.get("limit", str(DEFAULT_PAGE))
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE:
         raise errors.BadRequest(f"limit must be an integer in 1..{MAX_PAGE}", field="limit")
@@ -55,7 +56,7 @@ def blueprint() -> Blueprint:
         cursor, limit, state = _query()
         found, following = _services().controls.page(cursor, limit, state)
         at = now_ms()
-        body: dict[str, Any] = {"activities": [listed(a, at) for a in found]}
+        body: dict[str, Any] = {"activities": [a.listed(at) for a in found]}
         if following is not None:
             body["next"] = following
         return body
@@ -80,7 +81,7 @@ def blueprint() -> Blueprint:
     @edge.filters(edge.ADMIN)
     def show(aid: str) -> dict[str, Any]:
         _services().cache.require(aid)
-        return listed(_services().controls.current(aid), now_ms())
+        return _services().controls.current(aid).listed(now_ms())
 
     @bp.patch("/admin/activities/<aid>")
     @edge.filters(edge.ADMIN)
