@@ -152,6 +152,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     return up.run(args)
 
 
+def cmd_drill(args: argparse.Namespace) -> int:
+    """``seckill drill``: the sale-day fire drill (docs/drill.md); exit 1 if an invariant fails."""
+    from seckill.ops import drill
+
+    return drill.run(args)
+
+
 # -- the parser ------------------------------------------------------------------------
 
 
@@ -184,6 +191,25 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--replicas", type=int, metavar="R",
                     help="with --redis-nodes: R replicas of each master (default 0)")
     up.set_defaults(handler=cmd_up)
+
+    drill = commands.add_parser(
+        "drill", help="a sale-day fire drill: a crowd through a stack of its own while its "
+                      "children are killed, then the purchase invariants (docs/drill.md)")
+    drill.add_argument("--users", type=_positive, default=3000,
+                       help="distinct buyers (default 3000)")
+    drill.add_argument("--duration", type=_positive, default=60, metavar="SECONDS",
+                       help="how long the crowd runs (default 60)")
+    drill.add_argument("--redis-nodes", type=int, metavar="N",
+                       help="an embedded Valkey Cluster of N masters (N >= 3)")
+    drill.add_argument("--replicas", type=int, metavar="R",
+                       help="with --redis-nodes: R replicas of each master")
+    drill.add_argument("--report", metavar="DIR",
+                       help="write report.md, chart.svg and requests.csv there")
+    drill.add_argument("--target", metavar="URL",
+                       help="no stack of its own, no fault: the crowd against this deployment "
+                            "(SECKILL_JWT_SECRET, SECKILL_ADMIN_TOKEN from the environment)")
+    drill.add_argument("--admin-url", metavar="URL", help="with --target: its operator listener")
+    drill.set_defaults(handler=cmd_drill)
 
     token = commands.add_parser("token", help="print a user JWT signed with SECKILL_JWT_SECRET")
     token.add_argument("uid", help="the user id (the token's sub)")

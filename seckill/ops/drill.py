@@ -1,0 +1,269 @@
+"""``seckill drill``: a sale-day fire drill. A crowd of distinct buyers through the real stack
+while it is paused, resumed, has one child of each kind killed with SIGKILL and is stopped and
+started again; then the purchase invariants (:mod:`seckill.ops.drill_checks`). Exit 1 when
+one fails.
+
+Two modes: by default it starts its own ``seckill up`` in a temporary folder
+(:mod:`seckill.ops.drill_stack`); with ``--target URL --admin-url URL`` it runs only the crowd
+and the invariants, no fault, against a deployment the operator runs, on one throw-away
+activity it creates (a rehearsal) and ends. docs/drill.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from seckill.config import ConfigError
+from seckill.ops.drill_checks import Evidence, Invariant, StoredRow, check, failed
+from seckill.ops.drill_crowd import Buyer, Client, Crowd, Record, resolve_unknown
+from seckill.ops.drill_faults import Canary, Faults, Operator
+from seckill.ops.drill_report import Fault, markdown, text, write
+from seckill.ops.drill_stack import DrillStack, StackError, seckill_command
+
+
+def _iso(at: datetime) -> str:
+    return at.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def plan_activities(run: str, users: int, duration: float, target: bool) -> list[dict[str, Any]]:
+    """The drill's activities: against a deployment one rehearsal; else a plain one that
+    sells out near the end, one with a payment window (every other winner pays) and a small
+    one that sells out at once."""
+    now = datetime.now(UTC)
+    window = {"starts_at": _iso(now - timedelta(seconds=5)),
+              "ends_at": _iso(now + timedelta(seconds=duration + 900))}
+    if target:
+        return [{"id": f"drill-{run}", "name": "Sale-day drill (rehearsal)",
+                 "total": max(1, users * 9 // 10), "rehearsal": True, **window}]
+    share_a, share_b = users * 45 // 100, users * 45 // 100
+    share_c = max(1, users - share_a - share_b)
+    return [
+        {"id": f"drill-{run}-a", "name": "Drill: plain", "total": max(1, share_a * 9 // 10),
+         **window},
+        {"id": f"drill-{run}-b", "name": "Drill: payment window", "total": max(1, share_b),
+         "payment_window": max(5, int(duration / 4)), **window},
+        {"id": f"drill-{run}-c", "name": "Drill: sells out", "total": max(1, share_c // 5),
+         **window},
+    ]
+
+
+def plan_buyers(run: str, users: int, activities: list[dict[str, Any]]) -> list[Buyer]:
+    """Distinct users spread over the activities in proportion to their stock (45/45/10)."""
+    cycle = [0, 1] * 9 + [2, 2] if len(activities) == 3 else [0]
+    buyers = []
+    for n in range(users):
+        body = activities[cycle[n % len(cycle)]]
+        pays = "payment_window" in body and n % 4 == 1
+        buyers.append(Buyer(f"drill-{run}-u{n}", str(body["id"]), pays))
+    return buyers
+
+
+def _create(operator: Operator, body: dict[str, Any]) -> None:
+    status, answer, _ = operator.insist("POST", "/admin/activities", body)
+    if status != 201:
+        raise StackError(f"creating the drill's activity {body['id']} answered {status}: "
+                         f"{json.dumps(answer)[:300]}")
+
+
+def _stored_in_database(database_url: str, aids: list[str]) -> dict[str, list[StoredRow]]:
+    from seckill.sql.book import OrderBook
+    from seckill.sql.engine import make_engine
+
+    engine = make_engine(database_url)
+    try:
+        book = OrderBook(engine)
+        return {aid: [StoredRow(o.order_id, o.activity_id, o.user_id, o.status)
+                      for o in book.orders_of(aid)] for aid in aids}
+    finally:
+        engine.dispose()
+
+
+def _stored_by_status(base: str, jwt_secret: str, records: list[Record]
+                      ) -> dict[str, list[StoredRow]]:
+    """Against a deployment: each winner's order status (``confirmed`` once stored)."""
+    from edge.identity import mint_user_token
+
+    found: dict[str, list[StoredRow]] = {}
+    client = Client(base)
+    try:
+        for r in records:
+            if r.endpoint != "buy" or r.status != 200:
+                continue
+            token = mint_user_token(r.uid, jwt_secret, 600)
+            status, body, _ = client.call("GET", f"/seckill/{r.aid}/order", token)
+            if status == 200 and body.get("status") in ("confirmed", "cancelled"):
+                found.setdefault(r.aid, []).append(
+                    StoredRow(str(body.get("order_id")), r.aid, r.uid, str(body["status"])))
+    finally:
+        client.close()
+    return found
+
+
+def reconcile_all(aids: list[str], env: dict[str, str]) -> dict[str, tuple[bool, str]]:
+    """``seckill reconcile <aid>`` (read-only) for each activity: clean, or what it said."""
+    found = {}
+    for aid in aids:
+        done = subprocess.run([*seckill_command(), "reconcile", aid], env=env,
+                              capture_output=True, text=True, timeout=120)
+        said = (done.stdout.strip() or done.stderr.strip())[-500:]
+        try:
+            report = json.loads(done.stdout)
+            clean = done.returncode == 0 and not report.get("differences")
+        except ValueError:
+            clean = False
+        found[aid] = (clean, " ".join(said.split()))
+    return found
+
+
+def _wait_until(started: float, at: float) -> None:
+    """The crowd's schedule: the next step is due at ``at`` seconds."""
+    delay = at - (time.monotonic() - started)
+    if delay > 0:
+        time.sleep(delay)
+
+
+def _finish(args: argparse.Namespace, report_dir: Path, title: str, facts: list[str],
+            faults: list[Fault], crowd: Crowd, invariants: list[Invariant],
+            resolved: dict[tuple[str, str], dict[str, Any]]) -> int:
+    body = markdown(title, facts, faults, crowd.records, invariants, resolved)
+    path = write(report_dir, body, faults, crowd.records)
+    print(text(faults, crowd.records, invariants, resolved), flush=True)
+    verdict = "an invariant FAILED" if failed(invariants) else "every invariant held"
+    print(f"seckill drill: {verdict}; report: {path}", flush=True)
+    return 1 if failed(invariants) else 0
+
+
+def run_embedded(args: argparse.Namespace) -> int:
+    """The full drill on a stack of its own."""
+    folder = Path(tempfile.mkdtemp(prefix="seckill-drill-"))
+    report_dir = Path(args.report).resolve() if args.report else folder / "report"
+    run = datetime.now(UTC).strftime("%H%M%S")
+    stack = DrillStack(folder, args.redis_nodes, args.replicas)
+    print(f"seckill drill: starting `{' '.join(stack.argv()[2:])}` in {folder}", flush=True)
+    code = 1
+    try:
+        took = stack.start()
+        operator = Operator(stack.admin_base, stack.admin_token)
+        activities = plan_activities(run, args.users, args.duration, target=False)
+        for body in activities:
+            _create(operator, body)
+        aids = [str(a["id"]) for a in activities]
+        phase = ["calm"]
+        started = time.monotonic()
+        crowd = Crowd(stack.base, stack.admin_base, stack.jwt_secret, stack.admin_token,
+                      plan_buyers(run, args.users, activities), args.duration,
+                      lambda: phase[0], started)
+        faults_run = Faults(stack, operator, Canary(stack.base, stack.jwt_secret, aids[0]),
+                            aids[0], aids)
+        timeline = [Fault("calm", 0.0)]
+        crowd.start()
+        for fraction, name, step in faults_run.plan():
+            _wait_until(started, fraction * args.duration)
+            fault = Fault(name, round(time.monotonic() - started, 2))
+            timeline.append(fault)
+            phase[0] = name
+            print(f"seckill drill: {fault.at:6.1f}s {name}", flush=True)
+            step(fault)
+            phase[0] = fault.name
+        last = Fault("after the faults", round(time.monotonic() - started, 2))
+        timeline.append(last)
+        phase[0] = last.name
+        crowd.join(args.duration + 120)
+        resolved = resolve_unknown(stack.base, stack.jwt_secret, crowd.records, crowd.now)
+        stats = operator.drained(aids)
+        env = {**stack.env(), "SECKILL_DATA_DIR": str(stack.data)}
+        database_url = f"sqlite:///{stack.data / 'seckill.db'}"
+        evidence = Evidence(crowd.records, stats, _stored_in_database(database_url, aids),
+                            resolved, reconcile_all(aids, env), faults_run.snapshots)
+        invariants = check(evidence)
+        facts = [f"`seckill drill {' '.join(sys.argv[2:])}`".replace("  ", " "),
+                 f"stack: {stack.shape()}; first start took {took:.1f} s",
+                 f"{args.users} distinct buyers over {args.duration:.0f} s; activities: "
+                 + ", ".join(f"{a['id']} (total {a['total']}"
+                             + (f", payment window {a['payment_window']} s" if
+                                "payment_window" in a else "") + ")" for a in activities),
+                 f"{len(crowd.records)} requests recorded (every one in requests.csv)"]
+        code = _finish(args, report_dir, "Sale-day drill", facts, timeline, crowd, invariants,
+                       resolved)
+    except StackError as exc:
+        print(f"seckill drill: the drill could not run: {exc}", file=sys.stderr, flush=True)
+        code = 1
+    finally:
+        stop_code, _ = stack.stop()
+        if stop_code not in (0, None):
+            print(f"seckill drill: `seckill up` exited {stop_code} on the final stop",
+                  file=sys.stderr)
+        if code == 0 and args.report:
+            shutil.rmtree(folder, ignore_errors=True)
+        else:
+            print(f"seckill drill: the stack's folder (data, logs) is kept: {folder}", flush=True)
+    return code
+
+
+def run_target(args: argparse.Namespace) -> int:
+    """Only the crowd and the invariants, against a running deployment, on a rehearsal."""
+    jwt_secret = os.environ.get("SECKILL_JWT_SECRET", "").strip()
+    admin_token = os.environ.get("SECKILL_ADMIN_TOKEN", "").strip()
+    if not jwt_secret or not admin_token:
+        raise ConfigError("--target needs the deployment's SECKILL_JWT_SECRET and "
+                          "SECKILL_ADMIN_TOKEN in the environment")
+    if not args.admin_url:
+        raise ConfigError("--target goes with --admin-url (the operator listener)")
+    base, admin_base = args.target.rstrip("/"), args.admin_url.rstrip("/")
+    run = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
+    report_dir = Path(args.report or f"seckill-drill-{run}").resolve()
+    operator = Operator(admin_base, admin_token)
+    activity = plan_activities(run, args.users, args.duration, target=True)[0]
+    aid = str(activity["id"])
+    _create(operator, activity)
+    print(f"seckill drill: rehearsal activity {aid} created on {admin_base}", flush=True)
+    try:
+        started = time.monotonic()
+        crowd = Crowd(base, admin_base, jwt_secret, admin_token,
+                      plan_buyers(run, args.users, [activity]), args.duration,
+                      lambda: "crowd", started)
+        crowd.start()
+        crowd.join(args.duration + 120)
+        resolved = resolve_unknown(base, jwt_secret, crowd.records, crowd.now)
+        stats = operator.drained([aid])
+        reconciled = (reconcile_all([aid], dict(os.environ))
+                      if os.environ.get("REDIS_URL") else None)
+        evidence = Evidence(crowd.records, stats, _stored_by_status(base, jwt_secret,
+                                                                    crowd.records),
+                            resolved, reconciled, stored_from="the order status (stored)")
+        invariants = check(evidence)
+    finally:
+        status, _, _ = operator.insist("POST", f"/admin/activities/{aid}/end")
+        print(f"seckill drill: rehearsal activity {aid} ended ({status})", flush=True)
+        operator.close()
+    facts = [f"target {base} (operator {admin_base}); rehearsal activity {aid}, total "
+             f"{activity['total']}, ended afterwards",
+             f"{args.users} distinct buyers over {args.duration:.0f} s; no fault",
+             f"{len(crowd.records)} requests recorded (every one in requests.csv)"]
+    return _finish(args, report_dir, "Sale-day drill against a deployment", facts,
+                   [Fault("crowd (no faults)", 0.0)], crowd, invariants, resolved)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``seckill drill``: the exit code (1 when an invariant failed)."""
+    if args.users < 1 or args.duration <= 0:
+        raise ConfigError("--users and --duration must be positive")
+    if args.target:
+        if args.redis_nodes is not None or args.replicas is not None:
+            raise ConfigError("--target runs against a deployment: no --redis-nodes/--replicas")
+        return run_target(args)
+    if args.redis_nodes is not None and args.redis_nodes < 3:
+        raise ConfigError("--redis-nodes must be at least 3")
+    if args.replicas is not None and args.redis_nodes is None:
+        raise ConfigError("--replicas goes with --redis-nodes N")
+    return run_embedded(args)

@@ -1,0 +1,246 @@
+"""The drill's crowd: a bounded number of distinct buyers, released at an even pace over the
+drill, each asking for a purchase URL and then buying once, through keep-alive connections.
+
+Every request is bounded by a timeout and recorded (time, phase, endpoint, status, error code,
+and a purchase's order id). A purchase answered 502/503 (but ``paused``)/504, or lost to a
+timeout or a dropped connection, has an *unknown* outcome: :func:`resolve_unknown` asks each
+such buyer's order status afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import http.client
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from edge.identity import mint_user_token
+
+TIMEOUT = 5.0  # seconds, for every request of the crowd
+NETWORK = 0  # the status recorded when no HTTP answer came
+UNKNOWN_STATUSES = frozenset({NETWORK, 502, 503, 504})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Record:
+    """One request of the crowd and what it got."""
+
+    at: float  # seconds since the drill's start
+    phase: str
+    endpoint: str  # "url", "buy", "pay", "order"
+    status: int  # NETWORK (0) when no answer came
+    error: str  # the body's error code, or "timeout" / "connection" / "" when ok
+    uid: str
+    aid: str
+    order_id: str = ""
+
+    def unknown_outcome(self) -> bool:
+        """A purchase whose outcome the answer does not tell."""
+        return (self.endpoint == "buy" and self.status in UNKNOWN_STATUSES
+                and self.error != "paused")
+
+
+@dataclasses.dataclass(frozen=True)
+class Buyer:
+    """One distinct user and the activity they try to buy, and whether they pay."""
+
+    uid: str
+    aid: str
+    pays: bool
+
+
+class Client:
+    """One keep-alive connection to a listener (from one loopback address when asked)."""
+
+    def __init__(self, base: str, source: str | None = None) -> None:
+        parts = urlsplit(base)
+        self.https = parts.scheme == "https"
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port
+        self.source = source
+        self.conn: http.client.HTTPConnection | None = None
+
+    def _connect(self) -> http.client.HTTPConnection:
+        if self.conn is None:
+            source = (self.source, 0) if self.source else None
+            kind = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+            self.conn = kind(self.host, self.port, timeout=TIMEOUT, source_address=source)
+        return self.conn
+
+    def call(
+        self, method: str, path: str, token: str, body: Any = None
+    ) -> tuple[int, dict[str, Any], str]:
+        """``(status, JSON body or {}, error code)``; status 0 with ``timeout`` or
+        ``connection`` when no answer came (the connection is then dropped)."""
+        headers = {"Authorization": f"Bearer {token}"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        elif method == "POST":
+            headers["Content-Length"] = "0"
+        for _ in range(2):
+            reused = self.conn is not None
+            try:
+                conn = self._connect()
+                conn.request(method, path, body=data, headers=headers)
+                response = conn.getresponse()
+                raw = response.read()
+                status = response.status
+                if response.will_close:
+                    self.close()
+                break
+            except TimeoutError:
+                self.close()
+                return NETWORK, {}, "timeout"
+            except (OSError, http.client.HTTPException):
+                self.close()
+                if not reused:
+                    return NETWORK, {}, "connection"
+                # A kept-alive connection the server closed (nginx restarted): retried once
+                # on a new one, as browsers do; a purchase is safe to repeat (409 with its id).
+        try:
+            parsed = json.loads(raw) if raw else {}
+        except ValueError:
+            parsed = {}
+        if not isinstance(parsed, dict):
+            parsed = {}
+        error = str(parsed.get("error", "")) if status >= 300 else ""
+        return status, parsed, error
+
+    def close(self) -> None:
+        """Drop the connection (the next call opens another)."""
+        if self.conn is not None:
+            with contextlib.suppress(OSError):
+                self.conn.close()
+            self.conn = None
+
+
+def loopback_sources(base: str, count: int) -> list[str | None]:
+    """One source address per thread: spread over 127.0.0.0/8 when the target is loopback
+    (so that a per-address limit sees many clients), else the system's choice."""
+    host = urlsplit(base).hostname or ""
+    if not host.startswith("127."):
+        return [None] * count
+    return [f"127.0.{1 + n // 250}.{2 + n % 250}" for n in range(count)]
+
+
+class Crowd:
+    """Buyers released at an even pace over ``duration`` seconds by ``threads`` threads."""
+
+    def __init__(
+        self, base: str, admin_base: str, jwt_secret: str, admin_token: str,
+        buyers: list[Buyer], duration: float, phase: Callable[[], str], started: float,
+        threads: int = 48,
+    ) -> None:
+        self.base, self.admin_base = base, admin_base
+        self.jwt_secret, self.admin_token = jwt_secret, admin_token
+        self.buyers, self.duration, self.phase, self.started = buyers, duration, phase, started
+        self.threads = max(1, min(threads, len(buyers)))
+        self.records: list[Record] = []  # list.append is atomic: shared by the threads
+        self.tokens = {b.uid: mint_user_token(b.uid, jwt_secret, 3 * 3600) for b in buyers}
+        self._work: queue.Queue[tuple[float, Buyer] | None] = queue.Queue()
+        self._pool: list[threading.Thread] = []
+        self.stop_requested = threading.Event()
+
+    def now(self) -> float:
+        """Seconds since the drill's start."""
+        return time.monotonic() - self.started
+
+    def start(self) -> None:
+        """Release the buyers (each at its moment) and start the threads."""
+        step = self.duration / max(1, len(self.buyers))
+        begin = self.now()
+        for n, buyer in enumerate(self.buyers):
+            self._work.put((begin + n * step, buyer))
+        sources = loopback_sources(self.base, self.threads)
+        for n in range(self.threads):
+            self._work.put(None)
+            thread = threading.Thread(target=self._run, args=(sources[n],), daemon=True,
+                                      name=f"drill-crowd-{n}")
+            thread.start()
+            self._pool.append(thread)
+
+    def join(self, timeout: float) -> bool:
+        """Wait for every buyer (bounded); whether all are done. Late ones are stopped."""
+        deadline = time.monotonic() + timeout
+        for thread in self._pool:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if any(t.is_alive() for t in self._pool):
+            self.stop_requested.set()
+            for thread in self._pool:
+                thread.join(2 * TIMEOUT)
+            return False
+        return True
+
+    def _run(self, source: str | None) -> None:
+        public, admin = Client(self.base, source), Client(self.admin_base, source)
+        try:
+            while not self.stop_requested.is_set():
+                item = self._work.get()
+                if item is None:
+                    return
+                at, buyer = item
+                wait = at - self.now()
+                if wait > 0 and self.stop_requested.wait(wait):
+                    return
+                self._buy(public, admin, buyer)
+        finally:
+            public.close()
+            admin.close()
+
+    def _record(self, phase: str, at: float, endpoint: str, status: int, error: str,
+                buyer: Buyer, order_id: str = "") -> None:
+        self.records.append(Record(round(at, 3), phase, endpoint, status, error, buyer.uid,
+                                   buyer.aid, order_id))
+
+    def _buy(self, public: Client, admin: Client, buyer: Buyer) -> None:
+        token = self.tokens[buyer.uid]
+        at, phase = self.now(), self.phase()
+        status, body, error = public.call("GET", f"/seckill/url?activity={quote(buyer.aid)}",
+                                          token)
+        self._record(phase, at, "url", status, error, buyer)
+        url = body.get("url")
+        if status != 200 or not isinstance(url, str):
+            return
+        at, phase = self.now(), self.phase()
+        status, body, error = public.call("POST", url, token)
+        order_id = str(body.get("order_id") or "")
+        self._record(phase, at, "buy", status, error, buyer, order_id)
+        if status == 200 and buyer.pays and order_id:
+            at, phase = self.now(), self.phase()
+            status, body, error = admin.call(
+                "POST", f"/admin/orders/{quote(order_id)}/pay", self.admin_token,
+                {"payment_ref": f"drill-{order_id}"[:128]})
+            self._record(phase, at, "pay", status, error, buyer, order_id)
+
+
+def resolve_unknown(
+    base: str, jwt_secret: str, records: list[Record], now: Callable[[], float],
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """Ask ``GET /seckill/<aid>/order`` for every buyer whose purchase had an unknown
+    outcome; ``(aid, uid) -> the order status`` (``{"status": "unanswered"}`` when even that
+    failed, after a few bounded tries)."""
+    asked = sorted({(r.aid, r.uid) for r in records if r.unknown_outcome()})
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    client = Client(base)
+    try:
+        for aid, uid in asked:
+            token = mint_user_token(uid, jwt_secret, 600)
+            body: dict[str, Any] = {"status": "unanswered"}
+            for _ in range(5):
+                status, answer, _error = client.call("GET", f"/seckill/{quote(aid)}/order",
+                                                     token)
+                if status == 200:
+                    body = answer
+                    break
+                time.sleep(0.2)  # a restart's last seconds; bounded by the 5 tries
+            found[(aid, uid)] = body
+    finally:
+        client.close()
+    return found
