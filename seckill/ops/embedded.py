@@ -2,7 +2,8 @@
 
 Used by ``seckill up`` when ``REDIS_URL`` is not set, and by the test suite. The server runs in
 the foreground as our child (no daemonizing), with AOF on and ``appendfsync always``, its data
-in a folder we choose, on a port we choose (a free one by default).
+in a folder we choose, on a port we choose (a free one by default). Before every start its AOF
+is repaired so that no incomplete transaction is loaded (:mod:`seckill.ops.aof`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from types import TracebackType
@@ -20,6 +22,8 @@ from types import TracebackType
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+
+from seckill.ops import aof
 
 
 def valkey_binary() -> str:
@@ -79,6 +83,12 @@ class EmbeddedValkey:
         return self.data_dir / "valkey.log"
 
     def command(self) -> list[str]:
+        """The command line that runs the server for a supervisor: a small Python step that
+        repairs the AOF (:mod:`seckill.ops.aof`) then execs :meth:`server_command` in the same
+        process, so a restart after a crash never loads an incomplete transaction."""
+        return [sys.executable, "-m", "seckill.ops.aof", *self.server_command()]
+
+    def server_command(self) -> list[str]:
         """The valkey-server command line (foreground, AOF on, no RDB snapshots)."""
         return [
             valkey_binary(),
@@ -96,10 +106,13 @@ class EmbeddedValkey:
         ]
 
     def start(self, timeout: float = 10.0) -> EmbeddedValkey:
-        """Start the server and wait until it answers PING; returns self."""
+        """Repair its AOF (no incomplete transaction), start the server and wait until it
+        answers PING; returns self."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        argv = self.server_command()
+        aof.repair_before_start(argv)  # here, so that its lines reach this process's logging
         self.process = subprocess.Popen(
-            self.command(),
+            argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
