@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from seckill.config import SECRET_VARS
+from seckill.ops.embedded import die_with_parent
 from seckill.ops.nginx import nginx_binary
 from seckill.ops.ports import free_listen_port
 
@@ -115,6 +116,7 @@ class DrillStack:
             self.process = subprocess.Popen(
                 self.argv(), env=self.env(), stdin=subprocess.DEVNULL, stdout=sink,
                 stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=die_with_parent,  # a drill killed stops its stack (SIGTERM)
             )
         self.starts += 1
         self.pids = {}
