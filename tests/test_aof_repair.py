@@ -317,3 +317,25 @@ def test_wrapper_repairs_then_becomes_the_server(tmp_path: Path) -> None:
         _, err = process.communicate(timeout=15)
     assert time.monotonic() - started < 15
     assert b"WARNING" in err and b"torn" in err, err
+
+
+def test_cli_aof_repair(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``seckill aof repair``: refuses while a server appends to the file, repairs a stopped
+    server's folder found under a parent folder, then valkey-check-aof finds it valid."""
+    from seckill.ops.cli import main
+
+    data_dir = tmp_path / "data" / "valkey"
+    server = EmbeddedValkey(data_dir).start()
+    try:
+        sale(server, 2)
+        assert main(["aof", "repair", str(tmp_path)]) == 1  # the server holds the file open
+    finally:
+        server.stop()
+    tear_last_exec(data_dir)
+    assert check_aof(data_dir).returncode != 0
+    assert main(["aof", "repair", str(tmp_path), "--dry-run"]) == 0
+    assert check_aof(data_dir).returncode != 0  # a dry run writes nothing
+    assert main(["aof", "repair", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "incr.aof: 1 cut(s)" in out and "valkey-check-aof: valid" in out, out
+    assert check_aof(data_dir).returncode == 0

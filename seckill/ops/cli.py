@@ -16,6 +16,7 @@ from pathlib import Path
 
 from seckill.config import MIN_KEY_BYTES, ConfigError, Settings
 from seckill.domain import errors
+from seckill.ops.aof import cmd_aof_repair
 from seckill.ops.commands import (
     READ,
     WRITE,
@@ -327,6 +328,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="rebuild Redis from the database when it lost the activity or they "
                           "differ (and no order waits)")
     rec.set_defaults(handler=cmd_reconcile_access)
+
+    aof = commands.add_parser("aof", help="a stopped Valkey server's append-only file")
+    aof_verbs = aof.add_subparsers(dest="verb", metavar="VERB", required=True)
+    aof_repair = aof_verbs.add_parser(
+        "repair", help="drop incomplete transactions (torn MULTI) from the AOF of a stopped "
+                       "server, keeping the original beside it; then valkey-check-aof")
+    aof_repair.add_argument("path", help="a manifest, a folder holding manifests (e.g. the "
+                                         "data folder of seckill up), or an AOF file")
+    aof_repair.add_argument("--dry-run", action="store_true", help="say what would be cut")
+    aof_repair.set_defaults(handler=cmd_aof_repair)
     return parser
 
 
