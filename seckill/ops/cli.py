@@ -16,7 +16,7 @@ from pathlib import Path
 
 from seckill.config import MIN_KEY_BYTES, ConfigError, Settings
 from seckill.domain import errors
-from seckill.ops.aof import cmd_aof_repair
+from seckill.ops.aof_cli import cmd_aof_repair
 from seckill.ops.commands import (
     READ,
     WRITE,
