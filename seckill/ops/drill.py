@@ -109,19 +109,32 @@ def _stored_by_status(base: str, jwt_secret: str, records: list[Record]
     return found
 
 
+def _differences(differences: dict[str, Any]) -> str:
+    """A reconcile's differences in one line: each counter's two values, each list's size
+    and first entry."""
+    parts = []
+    for key, value in differences.items():
+        if isinstance(value, dict) and "count" in value:
+            first = next((v for v in value.values() if isinstance(v, list) and v), [None])[0]
+            parts.append(f"{key}: {value['count']}, e.g. {json.dumps(first)}")
+        else:
+            parts.append(f"{key}: {json.dumps(value)}")
+    return "; ".join(parts)
+
+
 def reconcile_all(aids: list[str], env: dict[str, str]) -> dict[str, tuple[bool, str]]:
     """``seckill reconcile <aid>`` (read-only) for each activity: clean, or what it said."""
     found = {}
     for aid in aids:
         done = subprocess.run([*seckill_command(), "reconcile", aid], env=env,
                               capture_output=True, text=True, timeout=120)
-        said = (done.stdout.strip() or done.stderr.strip())[-500:]
         try:
             report = json.loads(done.stdout)
             clean = done.returncode == 0 and not report.get("differences")
+            said = _differences(report.get("differences") or {})
         except ValueError:
-            clean = False
-        found[aid] = (clean, " ".join(said.split()))
+            clean, said = False, " ".join((done.stdout + done.stderr).split())[-400:]
+        found[aid] = (clean, said)
     return found
 
 
@@ -164,11 +177,13 @@ def run_embedded(args: argparse.Namespace) -> int:
                       plan_buyers(run, args.users, activities), args.duration,
                       lambda: phase[0], started)
         faults_run = Faults(stack, operator, Canary(stack.base, stack.jwt_secret, aids[0]),
-                            aids[0], aids)
+                            aids[0], aids, crowd)
         timeline = [Fault("calm", 0.0)]
         crowd.start()
+        gap = max(1.0, 0.04 * args.duration)  # each step's window long enough to be seen
         for fraction, name, step in faults_run.plan():
-            _wait_until(started, fraction * args.duration)
+            _wait_until(started, max(fraction * args.duration + crowd.shift,
+                                     time.monotonic() - started + (gap if timeline[1:] else 0)))
             fault = Fault(name, round(time.monotonic() - started, 2))
             timeline.append(fault)
             phase[0] = name

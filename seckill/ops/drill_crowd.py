@@ -147,6 +147,22 @@ class Crowd:
         self._work: queue.Queue[tuple[float, Buyer] | None] = queue.Queue()
         self._pool: list[threading.Thread] = []
         self.stop_requested = threading.Event()
+        # While the whole stack is stopped no new buyer arrives (the shop is down too): the
+        # schedule of those not yet released moves on by the hold.
+        self._open = threading.Event()
+        self._open.set()
+        self._held_since = 0.0
+        self.shift = 0.0
+
+    def hold(self) -> None:
+        """Release no new buyer until :meth:`release` (those in flight go on)."""
+        self._held_since = self.now()
+        self._open.clear()
+
+    def release(self) -> None:
+        """Release buyers again, each later by the time held."""
+        self.shift += self.now() - self._held_since
+        self._open.set()
 
     def now(self) -> float:
         """Seconds since the drill's start."""
@@ -186,7 +202,10 @@ class Crowd:
                 if item is None:
                     return
                 at, buyer = item
-                wait = at - self.now()
+                while not self._open.wait(0.5):
+                    if self.stop_requested.is_set():
+                        return
+                wait = at + self.shift - self.now()
                 if wait > 0 and self.stop_requested.wait(wait):
                     return
                 self._buy(public, admin, buyer)

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from edge.identity import mint_user_token
-from seckill.ops.drill_crowd import Client
+from seckill.ops.drill_crowd import Client, Crowd
 from seckill.ops.drill_report import Fault
 from seckill.ops.drill_stack import DrillStack
 
@@ -94,8 +94,9 @@ class Faults:
     """The faults of an embedded drill, each filling its :class:`Fault` step."""
 
     def __init__(self, stack: DrillStack, operator: Operator, canary: Canary, aid: str,
-                 aids: list[str]) -> None:
+                 aids: list[str], crowd: Crowd) -> None:
         self.stack, self.operator, self.canary = stack, operator, canary
+        self.crowd = crowd
         self.aid, self.aids = aid, aids
         self.snapshots: list[tuple[str, dict[str, dict[str, Any]]]] = []
 
@@ -163,14 +164,19 @@ class Faults:
         """SIGTERM to ``seckill up`` (a Ctrl-C), then ``seckill up`` again on the same data;
         the counters are read just before and just after."""
         self.snapshots.append(("before the stop", self.operator.all_stats(self.aids)))
-        started = time.monotonic()
+        started, shift = time.monotonic(), self.crowd.shift
+        self.crowd.hold()
         code, took = self.stack.stop()
         if code != 0:
             fault.note = f"`seckill up` exited {code} on SIGTERM (expected 0)"
         else:
             fault.note = f"stopped cleanly in {took:.1f} s"
         self.operator.client.close()
-        self.stack.start()
-        fault.back_after = self._since(fault, started)
-        self._healthy(fault, started)
+        try:
+            self.stack.start()
+            fault.back_after = self._since(fault, started)
+            self._healthy(fault, started)
+        finally:
+            self.crowd.release()
+        fault.note += f"; no new buyer arrived for {self.crowd.shift - shift:.1f} s (site down)"
         self.snapshots.append(("after the start", self.operator.all_stats(self.aids)))
