@@ -233,6 +233,13 @@ def test_repair_cases() -> None:
     # A transaction's own SELECT (right after MULTI) is part of it, not a restart.
     own = resp("MULTI") + resp("SELECT", "0") + resp("SET", "x", "1")
     assert aof.repair(head + own).data == head
+    # Two crashes, two torn transactions, each followed by a restart's writes.
+    torn2 = b"".join(transaction(5)[:3])
+    assert (aof.repair(head + torn + single + good + torn2 + after).data
+            == head + single + good + after)
+    # An annotation line (aof-timestamp-enabled) is not a command.
+    stamped = b"#TS:1795285406\r\n" + good
+    assert aof.repair(head + stamped).cuts == ()
     with pytest.raises(aof.AofFormatError):
         aof.repair(head + b"+OK\r\n" + good)
 
