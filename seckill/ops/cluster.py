@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import re
 import subprocess
 import time
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import redis
 
-from seckill.config import ConfigError
+from seckill.config import ConfigError, Settings
 from seckill.ops.embedded import EmbeddedValkey, valkey_binary
 from seckill.ops.ports import BUS_PORT_OFFSET, bindable, free_cluster_ports
 from seckill.ops.supervisor import ChildSpec, Stopping, redis_ready
@@ -68,6 +69,20 @@ def cluster_args(node_timeout_ms: int = DEFAULT_NODE_TIMEOUT_MS) -> list[str]:
     ]
 
 
+def min_replicas_args(durability: str, timeout_ms: int) -> list[str]:
+    """With ``SECKILL_DURABILITY=replica``, the options that make a master refuse every write
+    (``NOREPLICAS``) while none of its replicas is online (a replica in its first sync is
+    not) and acked within the lag: a purchase no replica can confirm is then refused before
+    its script decides anything, not decided and answered 503. Set on every node: a replica
+    ignores them until it is promoted. Nothing for the other modes."""
+    if durability != "replica":
+        return []
+    # The lag is counted in whole seconds and an idle replica acks once a second: 1 would
+    # refuse writes now and then on a healthy shard.
+    lag = max(2, math.ceil(timeout_ms / 1000))
+    return ["--min-replicas-to-write", "1", "--min-replicas-max-lag", str(lag)]
+
+
 def node_ports(data_dir: Path) -> list[int]:
     """The ports of the nodes already in ``data_dir`` (its ``node-<port>`` folders), sorted."""
     if not data_dir.is_dir():
@@ -96,7 +111,8 @@ def _parse_nodes(text: str) -> Iterator[tuple[str, int, frozenset[str], str, Ran
 class EmbeddedCluster:
     """A Valkey Cluster of ``masters`` masters with ``replicas`` replicas each, run as our
     children in ``data_dir`` (one ``node-<port>`` folder per node). A context manager: the
-    cluster is started (created if new) on entry and every node stopped on exit."""
+    cluster is started (created if new) on entry and every node stopped on exit.
+    ``durability``: the gateway's SECKILL_DURABILITY (:func:`min_replicas_args`)."""
 
     def __init__(
         self,
@@ -106,6 +122,8 @@ class EmbeddedCluster:
         host: str = "127.0.0.1",
         node_timeout_ms: int = DEFAULT_NODE_TIMEOUT_MS,
         appendfsync: str = "always",
+        durability: str = "local",
+        durability_timeout_ms: int = 1500,
     ) -> None:
         if masters < 3 or replicas < 0:
             raise ValueError(f"3 masters or more, 0 replicas or more; not {masters}, {replicas}")
@@ -124,7 +142,8 @@ class EmbeddedCluster:
             self.ports = ports or free_cluster_ports(size, host)
         except OSError as exc:
             raise ClusterError(str(exc)) from exc
-        args = cluster_args(node_timeout_ms)
+        args = cluster_args(node_timeout_ms) + min_replicas_args(durability,
+                                                                durability_timeout_ms)
         self.servers = {
             port: EmbeddedValkey(self.data_dir / f"node-{port}", port=port, host=host,
                                  appendfsync=appendfsync, extra_args=args)
@@ -216,8 +235,9 @@ class EmbeddedCluster:
     ) -> None:
         """Wait until every running node says ``cluster_state:ok`` with all slots assigned,
         every slot's owner runs, the nodes agree on the owners, no running node is flagged
-        failed, and every replica's link to its master is up. Nodes not running (killed) are
-        left out. ClusterError, with the tail of the node logs, after ``timeout`` seconds."""
+        failed, and every replica's link to its master is up (and its master counts it
+        online). Nodes not running (killed) are left out. ClusterError, with the tail of the
+        node logs, after ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         while True:
             if should_stop is not None and should_stop():
@@ -241,9 +261,17 @@ class EmbeddedCluster:
                 with contextlib.closing(self.client(port)) as conn:
                     info = conn.execute_command("CLUSTER INFO")
                     text = str(conn.execute_command("CLUSTER NODES"))
-                    link = conn.info("replication").get("master_link_status", "up")
+                    replication = conn.info("replication")
             except redis.RedisError as exc:
                 return f"node {port}: {type(exc).__name__}: {exc}"
+            link = replication.get("master_link_status", "up")
+            # A replica's link is up before its master counts it online (its first ack):
+            # until then, with min-replicas-to-write, the master refuses writes.
+            syncing = [str(entry.get("port")) for name, entry in replication.items()
+                       if name.startswith("slave") and isinstance(entry, dict)
+                       and entry.get("state") != "online"]
+            if syncing:
+                return f"master {port}: replica {syncing[0]} not online yet"
             if info.get("cluster_state") != "ok":
                 return f"node {port}: cluster_state:{info.get('cluster_state')}"
             if int(info.get("cluster_slots_assigned", 0)) != CLUSTER_SLOTS:
@@ -341,8 +369,14 @@ def up_cluster(
     and its nodes as supervised children (``valkey-<port>``), each ready once it answers
     PING; the last one, at its first start, also forms the cluster and waits until it is
     healthy. ConfigError if the folder holds another cluster or a port is taken."""
+    settings = Settings.from_env(env)
+    if settings.durability == "replica" and not replicas:
+        raise ConfigError("SECKILL_DURABILITY=replica needs a replica per master "
+                          "(--replicas 1 or more): without one every purchase is refused")
     try:
-        cluster = EmbeddedCluster(data_dir, masters, replicas)
+        cluster = EmbeddedCluster(data_dir, masters, replicas,
+                                  durability=settings.durability,
+                                  durability_timeout_ms=settings.durability_timeout_ms)
     except ClusterError as exc:
         raise ConfigError(str(exc)) from None
     for port in cluster.ports:

@@ -28,6 +28,7 @@ from redis.exceptions import NoScriptError, RedisClusterException
 from redis.retry import Retry
 
 from seckill.config import ConfigError, Settings
+from seckill.domain import errors
 
 log = logging.getLogger("seckill.redis")
 
@@ -180,6 +181,28 @@ def ping_redis(client: Client) -> None:
         client.ping()
 
 
+NO_REPLICA = "no_replica"
+
+
+def no_replica(exc: BaseException) -> bool:
+    """Whether an error reply is the server's ``NOREPLICAS``: a master with
+    ``min-replicas-to-write`` refused a write (a script's first one: the script changed
+    nothing) because too few of its replicas are online. redis-py has no class of its own for
+    it: a ResponseError, from a script, a pipeline or a cluster client alike."""
+    return isinstance(exc, redis.ResponseError) and str(exc).startswith("NOREPLICAS")
+
+
+def unavailable(exc: redis.RedisError) -> errors.Unavailable:
+    """The 503 of a write Redis did not take: ``no_replica`` (refused before anything was
+    decided; another try in a few seconds is safe) or the failure's class name (the outcome
+    may be unknown)."""
+    if no_replica(exc):
+        return errors.Unavailable(
+            "no replica can confirm a write now; nothing was decided, try again in a few "
+            "seconds", detail=NO_REPLICA)
+    return errors.Unavailable(detail=type(exc).__name__)
+
+
 BACKGROUND_CLIENT_PREFIX = "seckill-background-"
 
 
@@ -257,7 +280,11 @@ class Wire:
         self._wait = wait
 
     def call(self, *commands: tuple[Any, ...]) -> list[Any]:
-        """Send ``commands`` at once; their replies, an error reply as its exception object."""
+        """Send ``commands`` at once; their replies, an error reply as its exception object.
+        After a reply that says a script did not run, what follows may not be read (each
+        stands as that error; :func:`_rest_unread`): the durability wait after it, with no
+        replica online, would hold the answer for its whole timeout. The connection is then
+        dropped."""
         if not self._slots.acquire(timeout=self._wait):
             raise redis.ConnectionError("No connection available.")
         try:
@@ -273,14 +300,19 @@ class Wire:
             try:
                 connection.send_packed_command(connection.pack_commands(commands))
                 replies: list[Any] = []
-                for _ in commands:
+                for index, _ in enumerate(commands):
                     try:
                         replies.append(connection.read_response())
                     except redis.ResponseError as exc:  # an error reply: read in full
                         replies.append(exc)
+                        if _rest_unread(exc, commands[index + 1:]):
+                            break
             except BaseException:
                 connection.disconnect()
                 raise
+            if len(replies) < len(commands):  # replies left unread: never reused
+                connection.disconnect()
+                return replies + [replies[-1]] * (len(commands) - len(replies))
             self._idle.append(connection)
             return replies
         finally:
@@ -301,6 +333,22 @@ class Wire:
         """Disconnect the idle connections."""
         while self._idle:
             self._idle.pop().disconnect()
+
+
+_WAITS = frozenset({"WAIT", "WAITAOF"})
+
+
+def _rest_unread(error: redis.ResponseError, rest: tuple[tuple[Any, ...], ...]) -> bool:
+    """Whether the replies after ``error`` need not be read: after ``NOREPLICAS`` (every
+    write that follows is refused alike, and a WAIT there waits for a replica there is none
+    of), or after ``NOSCRIPT`` when only the durability wait follows (it waits for nothing:
+    the script did not run; after a failover the new master lacks the script)."""
+    if not rest:
+        return False
+    if no_replica(error):
+        return True
+    return isinstance(error, NoScriptError) and all(
+        str(command[0]).upper() in _WAITS for command in rest)
 
 
 def send_script(call: Callable[..., list[Any]], script: Script, keys: list[str],

@@ -9,6 +9,12 @@ has seen the write applied, WAITAOF's own ack request finds it fsynced (a replic
 before it sends that ack). The two share SECKILL_DURABILITY_TIMEOUT_MS. A server that cannot
 do it (no WAITAOF, AOF off) is named in the log once and the gateway carries on as ``none``:
 refusing every purchase would be worse. The modes in detail: docs/internals.md.
+
+For ``replica``, a master must also refuse writes while none of its replicas is online
+(``min-replicas-to-write 1``): the script is then refused at its first write (``NOREPLICAS``,
+nothing decided) and the purchase answered 503 ``no_replica``, where the WAIT alone could only
+tell, after the decision, that no replica has it. The probe checks the setting and says in the
+log where it is missing.
 """
 
 from __future__ import annotations
@@ -81,6 +87,8 @@ class Durability:
                     self.requested, exc,
                 )
                 self.mode = "none"
+            if self.mode == "replica":
+                _check_min_replicas(client)
             self._probed = True
             return self.mode
 
@@ -92,3 +100,35 @@ class Durability:
             return False
         want_local, want_replicas = self.needs
         return int(reply[0]) >= want_local and int(reply[1]) >= want_replicas
+
+
+def _check_min_replicas(client: Client) -> None:
+    """Say in the log when a master does not refuse writes while it has no replica online
+    (``min-replicas-to-write`` 0): there a purchase no replica can confirm is decided first,
+    then answered 503 ``durability``, instead of refused before anything is decided
+    (``no_replica``). The embedded cluster sets it (``seckill.ops.cluster``); an external
+    server's operator must (README)."""
+    masters: list[tuple[str, Any]]
+    if isinstance(client, RedisCluster):
+        masters = [(node.name, client.get_redis_connection(node))
+                   for node in client.get_primaries()]
+    else:
+        kwargs = client.connection_pool.connection_kwargs
+        masters = [(f"{kwargs.get('host')}:{kwargs.get('port')}", client)]
+    unset = []
+    for name, conn in masters:
+        try:
+            value = conn.config_get("min-replicas-to-write").get("min-replicas-to-write")
+        except redis.RedisError as exc:
+            log.warning("SECKILL_DURABILITY=replica: cannot check min-replicas-to-write on %s "
+                        "(%s); unless it is 1 or more, a purchase no replica can confirm is "
+                        "decided, then answered 503 'durability'", name, exc)
+            return
+        if not value or int(value) < 1:
+            unset.append(name)
+    if unset:
+        log.warning("SECKILL_DURABILITY=replica but min-replicas-to-write is 0 on %s: while a "
+                    "master has no replica online, each purchase is decided, then answered "
+                    "503 'durability' instead of refused with 'no_replica'. Set "
+                    "min-replicas-to-write 1 and min-replicas-max-lag (seconds) on every node",
+                    ", ".join(unset))

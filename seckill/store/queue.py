@@ -20,7 +20,7 @@ import redis
 from seckill.domain import admission, errors
 from seckill.domain.activities import Activity, iso_from_ms
 from seckill.domain.admission import QueueView
-from seckill.store.connection import Client, ScriptWire
+from seckill.store.connection import Client, ScriptWire, unavailable
 from seckill.store.keys import KeySpace
 from seckill.store.recovery import Restorer
 from seckill.store.scripts import Scripts
@@ -54,7 +54,7 @@ class AdmissionQueue:
                 reply: list[Any] = self.wire.run_script(script, queue_keys(self.keys, aid),
                                                         args)[0]
             except redis.RedisError as exc:
-                raise errors.Unavailable(detail=type(exc).__name__) from exc
+                raise unavailable(exc) from exc  # NOREPLICAS: no_replica, nothing changed
             if reply[0] != "uninitialized" or attempt == 2:
                 break
             self.restorer.ensure(aid)  # Redis lost the activity: rebuilt from the database

@@ -22,7 +22,7 @@ from seckill.domain import errors
 from seckill.domain.activities import MAX_TOTAL, PACKETS, STOCK, iso_from_ms
 from seckill.domain.orders import CANCELLED, OrderStatus, Purchase, Stats, activity_of_order
 from seckill.sql.book import OrderBook
-from seckill.store.connection import Client, ScriptWire
+from seckill.store.connection import Client, ScriptWire, unavailable
 from seckill.store.durability import Durability
 from seckill.store.keys import KeySpace, split_buyer_entry
 from seckill.store.recovery import Restorer
@@ -87,7 +87,7 @@ class StockService:
                 then.fallback()
             reply, *waited = replies
         except redis.RedisError as exc:
-            raise errors.Unavailable(detail=type(exc).__name__) from exc
+            raise unavailable(exc) from exc  # NOREPLICAS: refused, nothing decided
         if waited and _wrote(reply) and not self.durability.confirmed(waited[-1]):
             log.error("write not confirmed on disk (WAITAOF said %r)", waited[-1])
             raise errors.Unavailable(
@@ -271,13 +271,13 @@ class StockService:
                 self.sharded.restock(self.client, aid, add, shards)
                 total, sold, _ = numbers(self.sharded.parts(self.client, aid, shards))
                 reply = ["ok", total, total - sold]
-            else:
-                reply = self.scripts.restock(keys=keys, args=args)
+            else:  # with the durability wait, as a purchase
+                reply = self._run(self.scripts.restock, keys, args)
                 if reply[0] == "uninitialized":
                     self._restore(aid)
-                    reply = self.scripts.restock(keys=keys, args=args)
+                    reply = self._run(self.scripts.restock, keys, args)
         except redis.RedisError as exc:
-            raise errors.Unavailable(detail=type(exc).__name__) from exc
+            raise unavailable(exc) from exc
         restock_refusal(reply, add)
         total, remaining = int(reply[1]), int(reply[2])
         self.book.set_total(aid, total)
