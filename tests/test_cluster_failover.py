@@ -152,8 +152,11 @@ def test_replica_no_200_for_a_write_the_replica_did_not_get(
         assert status_of(client, aid, "alice") == (200, {"status": "none"})
         assert (stats(client, aid)["remaining"], stats(client, aid)["sold"]) == (2, 1)
 
-        # The new master has no replica (the old master is dead): bob's purchase is decided
-        # but cannot be confirmed, 503 again, and his order stands (pending).
+        # The new master has no replica (the old master is dead). This cluster, like an
+        # external one whose operator did not set min-replicas-to-write, does not refuse the
+        # write: bob's purchase is decided but cannot be confirmed, 503 again, and his order
+        # stands (pending). With the setting (seckill up's cluster for ``replica``) it is
+        # refused before anything is decided: tests/test_no_replica.py.
         bob = buy(client, aid, "bob")
         assert (bob.status_code, bob.get_json()["detail"]) == (503, "durability")
         assert status_of(client, aid, "bob")[1]["status"] == "pending"
