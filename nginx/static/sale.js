@@ -1,7 +1,8 @@
 // The sale page: plain JS, no build step. Time comes from the server (GET /seckill/time,
 // corrected for half the round trip) and then runs on the browser's monotonic clock
 // (performance.now), so neither a wrong nor a changing browser clock moves the countdown.
-// A queue or draw activity's join, polls and turn are in queue.js (loaded first).
+// A queue or draw activity's join, polls and turn are in queue.js (loaded first); what the
+// page says when the shop does not answer (a purchase's unknown outcome) is in outcome.js.
 // What the page shows never goes back in time: the activity's view may come from nginx's
 // one-second cache, so an answer older than what the page already knows is not shown
 // (learn() below). Developer settings (the token field, the clock) only with ?debug=1.
@@ -46,6 +47,7 @@ const page = {
   remaining: null, total: null, learntAt: 0, paused: false, pausedAt: 0, outcomeKind: null,
   payBy: null, payment: null,  // a payment window's order: its deadline (server ms) and state
   admission: null, queueOpensMs: null, challenge: false,  // queue and draw: queue.js
+  unsure: false, unreachable: false,  // outcome.js: an unknown outcome, a shop out of reach
 };
 
 function readFragment() {
@@ -162,9 +164,15 @@ async function loadActivity() {
   }
   const { status, body } = await api(`/seckill/activities/${encodeURIComponent(page.activity)}`);
   if (status !== 200) {
+    if (status === 0 || status >= 500 || body.error === "unreadable") {
+      page.unreachable = true;  // said by render() until the sale is known
+      render();
+      return;
+    }
     $("state").textContent = MESSAGES[body.error] || body.message || "unavailable";
     return;
   }
+  page.unreachable = false;
   showProduct(body);
   page.total = body.total;
   notePaused(body.paused === true);
@@ -183,7 +191,11 @@ async function loadActivity() {
 function two(n) { return String(n).padStart(2, "0"); }
 
 function render() {
-  if (page.startsMs === null || page.offsetMs === null || page.state === null) return;
+  if (page.startsMs === null || page.offsetMs === null || page.state === null) {
+    if (page.unreachable) showUnreachable();
+    return;
+  }
+  $("stock-line").hidden = false;
   const now = serverNow();
   let state = page.state;
   if (now >= page.endsMs) state = "ended";
@@ -221,6 +233,8 @@ function render() {
   // No dead button: sold out, ended or paused, the page says so instead.
   const closed = paused || state === "sold_out" || state === "ended";
   $("buy").hidden = closed && !page.busy;
+  const label = page.unsure && !page.done ? "Try again" : "Buy now";
+  if ($("buy").textContent !== label) $("buy").textContent = label;
   if (page.outcomeKind !== "won") {
     // Said once: the outcome already says a purchase met the pause.
     $("next").textContent = paused && page.outcomeKind !== "paused" ? MESSAGES.paused
@@ -231,27 +245,6 @@ function render() {
   renderQueue(now);
 }
 
-// With a payment window: "pay by" and the time left, on the server's clock.
-function renderPayment(now) {
-  const el = $("payment");
-  if (page.payment === "paid") {
-    el.textContent = "Paid. Thank you!";
-  } else if (page.payment === "due" && page.payBy !== null) {
-    const left = Math.max(0, page.payBy - now);
-    const s = Math.ceil(left / 1000);
-    const at = new Date(page.payBy).toISOString().slice(11, 19);
-    el.textContent = `Pay by ${at} UTC: ${two(Math.floor(s / 60))}:${two(s % 60)} left`;
-  } else {
-    el.textContent = "";
-  }
-}
-
-function notePayment(body) {
-  if (typeof body.pay_by === "number") page.payBy = body.pay_by;
-  if (body.payment) page.payment = body.payment;
-  if (body.payment === "expired") showOutcome(EXPIRED, "lost");
-}
-
 function showOutcome(text, kind) {
   const el = $("outcome");
   el.textContent = text;
@@ -259,63 +252,8 @@ function showOutcome(text, kind) {
   page.outcomeKind = kind || null;
 }
 
-function showOrder(body) {
-  const payment = body.payment ? `, payment ${body.payment}` : "";
-  $("order").textContent = body.order_id
-    ? `Order ${body.order_id}: ${body.status}${payment}` : `Order status: ${body.status}`;
-}
-
-// Until the order is final (confirmed or cancelled, and with a payment window paid or
-// expired) or known not to exist; bounded (a minute, or until just past pay_by).
-async function pollOrder() {
-  const started = performance.now();
-  for (let i = 0; i < 100000; i++) {
-    const { status, body } = await api(
-      `/seckill/${encodeURIComponent(page.activity)}/order`, { auth: true });
-    if (status === 200) {
-      if (body.status !== "none") showOrder(body);
-      notePayment(body);
-      if (body.status !== "pending" && body.payment !== "due") return body;
-    }
-    const limit = Math.max(60000, page.payBy === null ? 0 : page.payBy - serverNow() + 10000);
-    if (performance.now() - started > limit) break;
-    await new Promise((resolve) => setTimeout(resolve, 1000));
-  }
-  return { status: "pending" };
-}
-
-// A user who already bought sees it on arrival, and gets no buy button.
-async function checkExistingOrder() {
-  if (!page.activity || !page.token) return;
-  const { status, body } = await api(
-    `/seckill/${encodeURIComponent(page.activity)}/order`, { auth: true });
-  if (status === 200 && (body.status === "pending" || body.status === "confirmed")) {
-    page.done = true;
-    showOutcome(`${MESSAGES.already_purchased} Order ${body.order_id}.`, "won");
-    showOrder(body);
-    notePayment(body);
-    render();
-    if (body.status === "pending" || body.payment === "due") pollOrder();
-  } else if (status === 200 && body.payment === "expired") {
-    page.done = true;  // no second purchase after an expired hold
-    showOrder(body);
-    notePayment(body);
-    render();
-  }
-}
-
 function retryLater(seconds) {
   page.retryAtMs = performance.now() + 1000 * Math.max(1, seconds || 1);
-}
-
-async function won(order, payBy) {
-  page.done = true;
-  showOutcome(`You got it! Order ${order}.`, "won");
-  $("next").textContent = typeof payBy === "number" ? NEXT.won_pay : NEXT.won;
-  showOrder({ order_id: order, status: "pending" });
-  if (typeof payBy === "number") notePayment({ pay_by: payBy, payment: "due" });
-  $("outcome").focus();  // the button is gone: the answer is where the reader goes next
-  await pollOrder();
 }
 
 function lost(answer) {
@@ -338,20 +276,6 @@ function lost(answer) {
   }
 }
 
-// The purchase outcome is unknown (a 5xx from nginx or the gateway, or no answer at all):
-// the order status says whether it went through. Buying again is safe either way (one
-// purchase per user: a repeat answers already_purchased with the same order).
-async function unsure() {
-  showOutcome(UNSURE, "");
-  const order = await pollOrder();
-  if (order.status === "none") {
-    showOutcome("The shop was too busy and your order did not go through. Try again.", "lost");
-    retryLater(1);
-  } else if (order.order_id) {
-    await won(order.order_id, order.pay_by);
-  }
-}
-
 async function buy() {
   if (page.busy || page.done) return;  // one purchase per click, never two in flight
   page.busy = true;
@@ -366,6 +290,10 @@ async function buy() {
       lost(url);
       return;
     }
+    if (url.body.error === "already_purchased") {
+      await alreadyBought(url.body);
+      return;
+    }
     if (url.status === 0 || url.status >= 500) {
       // No purchase was made yet (this only asks for the signed URL).
       showOutcome("The shop is very busy. Please try again in a moment.", "lost");
@@ -376,21 +304,20 @@ async function buy() {
       lost(url);
       return;
     }
+    page.unsure = false;
     const result = await api(url.body.url, {
       method: "POST", auth: true, headers: { "Content-Type": "application/json" }, body: "{}",
     });
-    if (result.status === 200) {
+    if (result.status === 200 && result.body.order_id) {
       won(result.body.order_id, result.body.pay_by);
     } else if (result.body.error === "already_purchased") {
-      page.done = true;
-      showOutcome(`${MESSAGES.already_purchased} Order ${result.body.order_id}.`, "won");
-      pollOrder();
-    } else if (result.body.error === "paused") {
-      lost(result);  // refused before any stock was touched
-    } else if (result.status === 0 || result.status >= 500) {
-      await unsure();
+      await alreadyBought(result.body);
+    } else if (refusedBeforeDeciding(result)) {
+      notSold();  // 503 no_replica / inconsistent: refused before anything was decided
+    } else if (unknownOutcome(result)) {
+      await unsure();  // 502/504, a 503 after deciding, no answer: ask the order status
     } else {
-      lost(result);
+      lost(result);  // a definite refusal, a paused 503 included
     }
   } finally {
     page.busy = false;
@@ -420,7 +347,7 @@ async function start() {
     loadActivity().then(checkExistingOrder);
   });
   window.addEventListener("hashchange", () => { queueReset(); readFragment(); loadActivity(); });
-  await syncClock();
+  await reachShop();  // outcome.js: until the shop's clock answers, saying so meanwhile
   await loadActivity();
   await checkExistingOrder();
   setInterval(render, 100);
