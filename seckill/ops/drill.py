@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from seckill.config import ConfigError
+from seckill.ops.commands import Failure
 from seckill.ops.drill_checks import Evidence, Invariant, StoredRow, check, failed
 from seckill.ops.drill_crowd import Buyer, Client, Crowd, Record, resolve_unknown
 from seckill.ops.drill_faults import Canary, Faults, Operator
@@ -240,7 +241,15 @@ def run_target(args: argparse.Namespace) -> int:
     operator = Operator(admin_base, admin_token)
     activity = plan_activities(run, args.users, args.duration, target=True)[0]
     aid = str(activity["id"])
-    _create(operator, activity)
+    status, answer, _ = operator.insist("POST", "/admin/activities", activity)
+    if status != 201:
+        operator.close()
+        unknown = "rehearsal" in (answer.get("fields") or [])
+        raise Failure(
+            "this deployment does not know the activity field `rehearsal` (it would count the "
+            "drill's activity in its stats): nothing was created" if unknown else
+            f"creating the rehearsal activity {aid} answered {status}: "
+            f"{json.dumps(answer)[:300]}")
     print(f"seckill drill: rehearsal activity {aid} created on {admin_base}", flush=True)
     try:
         started = time.monotonic()
