@@ -27,8 +27,12 @@ def bearer(header: str | None) -> str:
     return token
 
 
-def verify_user_jwt(token: str, secret: str, leeway: int = 0) -> tuple[str, int]:
-    """Verify a user token; return its ``sub`` and ``exp``, or raise Unauthenticated."""
+def verify_user_jwt(token: str, secret: str, leeway: int = 0, max_ttl: int = 0
+                    ) -> tuple[str, int]:
+    """Verify a user token; return its ``sub`` and ``exp``, or raise Unauthenticated.
+
+    ``max_ttl`` (seconds, 0: no bound) is the longest a token may live: ``exp - iat`` when it
+    says when it was issued, and in any case ``exp - now`` (plus ``leeway``)."""
     if len(token) > 4096:
         raise errors.Unauthenticated("token too long")
     try:
@@ -48,10 +52,22 @@ def verify_user_jwt(token: str, secret: str, leeway: int = 0) -> tuple[str, int]
     for name in TIME_CLAIMS:
         if name in claims and not is_numeric_date(claims[name]):
             raise errors.Unauthenticated(f"the token's {name!r} claim is not a number of seconds")
+    if max_ttl and _lives_too_long(claims, max_ttl, leeway):
+        raise errors.Unauthenticated(f"the token lives longer than {max_ttl} seconds "
+                                     "(SECKILL_JWT_MAX_TTL)")
     sub = claims.get("sub")
     if not isinstance(sub, str) or USER_ID.fullmatch(sub) is None:
         raise errors.Unauthenticated("the token's sub is not a valid user id")
     return sub, int(claims["exp"])
+
+
+def _lives_too_long(claims: dict[str, object], max_ttl: int, leeway: int) -> bool:
+    exp = claims["exp"]
+    assert isinstance(exp, int | float)  # is_numeric_date checked it
+    if exp - time.time() > max_ttl + leeway:
+        return True
+    iat = claims.get("iat")
+    return isinstance(iat, int | float) and exp - iat > max_ttl
 
 
 def is_numeric_date(value: object) -> bool:
@@ -62,9 +78,9 @@ def is_numeric_date(value: object) -> bool:
     return 0 <= value <= MAX_NUMERIC_DATE  # NaN and infinities fail this too
 
 
-def user_from_jwt(token: str, secret: str, leeway: int = 0) -> str:
+def user_from_jwt(token: str, secret: str, leeway: int = 0, max_ttl: int = 0) -> str:
     """Verify a user token and return its ``sub``; raise Unauthenticated otherwise."""
-    return verify_user_jwt(token, secret, leeway)[0]
+    return verify_user_jwt(token, secret, leeway, max_ttl)[0]
 
 
 def mint_user_token(uid: str, secret: str, ttl: int = 3600, now: int | None = None) -> str:
@@ -83,10 +99,11 @@ class Identity(Filter):
     names = frozenset({USER, ADMIN})
     MAX_REMEMBERED = 20_000  # ~7 MB; a buyer sends the same token twice within seconds
 
-    def __init__(self, jwt_secret: str, admin_token: str, leeway: int) -> None:
+    def __init__(self, jwt_secret: str, admin_token: str, leeway: int, max_ttl: int = 0) -> None:
         self.jwt_secret = jwt_secret
         self.admin_token = admin_token.encode()
         self.leeway = leeway
+        self.max_ttl = max_ttl  # SECKILL_JWT_MAX_TTL (0: no bound)
         self._verified: dict[str, tuple[str, int]] = {}
 
     def check(self, passage: Passage) -> None:
@@ -102,7 +119,7 @@ class Identity(Filter):
         known = self._verified.get(token)
         if known is not None and time.time() <= known[1] + self.leeway:
             return known[0]
-        uid, expires = verify_user_jwt(token, self.jwt_secret, self.leeway)
+        uid, expires = verify_user_jwt(token, self.jwt_secret, self.leeway, self.max_ttl)
         if len(self._verified) >= self.MAX_REMEMBERED:
             self._verified.clear()  # bounded; the next requests simply verify again
         self._verified[token] = (uid, expires)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
 import time
 from collections.abc import Sequence
 
@@ -23,6 +24,9 @@ from edge import PURCHASE_URL, Filter, Passage
 from seckill.domain import errors
 
 _MAX_TOKEN = 128
+# ASCII digits only: str.isdigit() takes "²" (then int() raises), int() takes the
+# Arabic-Indic digit one as 1.
+_EXPIRY = re.compile(r"[0-9]{1,12}", re.ASCII)
 
 
 def _key_id(key: bytes) -> str:
@@ -61,13 +65,15 @@ class PurchaseUrlSigner:
         tag = self._tag(self._signing, aid, uid, expires_at)
         return f"{expires_at}.{self._signing_id}.{tag}", expires_at
 
-    def verify(self, token: str, aid: str, uid: str, now: float | None = None) -> int:
+    def verify(self, token: str, aid: str, uid: str, now: float | None = None,
+               exact: bool = False) -> int:
         """Return the token's expiry; raise BadSignature if it is not this user's, for this
-        activity, or has expired (allowing ``skew`` seconds between gateway clocks)."""
+        activity, or has expired (allowing ``skew`` seconds between gateway clocks, unless
+        ``exact``: a queue admission's URL ends with the admission, see :class:`PurchaseUrls`)."""
         if len(token) > _MAX_TOKEN:
             raise errors.BadSignature()
         parts = token.split(".")
-        if len(parts) != 3 or not parts[0].isdigit() or len(parts[0]) > 12:
+        if len(parts) != 3 or _EXPIRY.fullmatch(parts[0]) is None:
             raise errors.BadSignature()
         expires_at = int(parts[0])
         key = self._by_id.get(parts[1])
@@ -76,13 +82,19 @@ class PurchaseUrlSigner:
         expected = self._tag(key, aid, uid, expires_at)
         if not hmac.compare_digest(expected.encode(), parts[2].encode()):
             raise errors.BadSignature()
-        if (time.time() if now is None else now) > expires_at + self.skew:
+        if (time.time() if now is None else now) > expires_at + (0 if exact else self.skew):
             raise errors.BadSignature("this purchase URL has expired; fetch a new one")
         return expires_at
 
 
 class PurchaseUrls(Filter):
-    """The signed-URL filter: the token in the path must be this user's, for this activity."""
+    """The signed-URL filter: the token in the path must be this user's, for this activity.
+
+    A queue or draw activity's URLs are issued only with an admission and expire with it
+    (``expires_at`` is the admission's end, rounded down): they get no clock-skew grace, or a
+    lapsed admission would still buy for that long, taking the unit of the user admitted in
+    its place. The admission's end is on Redis's clock and this check on the gateway's: the
+    deployment keeps them in step (NTP), as it does for the sale window."""
 
     names = frozenset({PURCHASE_URL})
 
@@ -92,4 +104,5 @@ class PurchaseUrls(Filter):
     def check(self, passage: Passage) -> None:
         """Refuse a forged, expired or someone else's token with 403 bad_signature."""
         token = passage.view_args.get("token", "")
-        self.signer.verify(str(token), passage.activity_id(), passage.require_uid())
+        exact = passage.activity is not None and passage.activity.queued
+        self.signer.verify(str(token), passage.activity_id(), passage.require_uid(), exact=exact)

@@ -143,6 +143,9 @@ class Settings:
     expiry_batch: int = 200  # payment window: held orders expired per script call
     worker_block_ms: int = 500
     worker_claim_idle_ms: int = 30_000
+    # SECKILL_JWT_MAX_TTL: the longest a user token may live, seconds (0: no bound). A login
+    # service mints tokens for hours; one for ever (exp up to 2**53) is a stolen key for ever.
+    jwt_max_ttl: int = 30 * 86_400
     generated: tuple[str, ...] = ()
 
     @property
@@ -203,6 +206,7 @@ class Settings:
             redis_timeout=_float(env, "SECKILL_REDIS_TIMEOUT", 1.0),
             redis_max_connections=_int(env, "SECKILL_REDIS_MAX_CONNECTIONS", 200, minimum=1),
             clock_skew=_int(env, "SECKILL_CLOCK_SKEW", 5),
+            jwt_max_ttl=_int(env, "SECKILL_JWT_MAX_TTL", 30 * 86_400),
             behind_proxy=_bool(env, "SECKILL_BEHIND_PROXY", False),
             instance=env.get("SECKILL_INSTANCE") or f"{os.uname().nodename}:{os.getpid()}",
             durability=_choice(env, "SECKILL_DURABILITY", "local", ("none", "local", "replica")),

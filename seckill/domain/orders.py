@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -132,10 +133,14 @@ class Stats:
         return body
 
 
+# ASCII digits only: str.isdigit() takes "²", which int() then refuses (a 500 on pay).
+_DIGITS = re.compile(r"[0-9]+", re.ASCII)
+
+
 def activity_of_order(order_id: str) -> str | None:
     """Order ids are ``<aid>-<13-digit ms>-<seq>``; the activity id may itself contain ``-``."""
     parts = order_id.rsplit("-", 2)
-    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+    if len(parts) != 3 or not _DIGITS.fullmatch(parts[1]) or not _DIGITS.fullmatch(parts[2]):
         return None
     return parts[0]
 
@@ -143,7 +148,7 @@ def activity_of_order(order_id: str) -> str | None:
 def order_seq(order_id: str) -> int:
     """The sequence number that ends an order id (0 if it ends in none)."""
     tail = order_id.rsplit("-", 1)[-1]
-    return int(tail) if tail.isdigit() else 0
+    return int(tail) if _DIGITS.fullmatch(tail) else 0
 
 
 def live_and_cancelled(

@@ -30,6 +30,13 @@ def create_app(config: Settings | Mapping[str, str] | None = None) -> Flask:
     settings.announce_generated()
     app = Flask(__name__, static_folder=None)  # no /static/ route: the sale page is nginx's
     app.json = OrjsonProvider(app)
+    # No redirects of werkzeug's: a doubled slash (/seckill//activities/p1) answered 308 with
+    # an HTML body and a Location built from the client's Host header. A path is matched as
+    # sent, or it is the contract's JSON 404 (a leading "//", which werkzeug strips before
+    # matching, is refused by seckill.web.errors). Set before any route is added: each rule
+    # copies them. No rule ends in "/" but the console's, which takes /admin as well.
+    app.url_map.merge_slashes = False
+    app.url_map.redirect_defaults = False
     app.config["SECKILL_SETTINGS"] = settings
     services = Services.build(settings)
     app.extensions["seckill"] = services
@@ -51,7 +58,8 @@ def create_app(config: Settings | Mapping[str, str] | None = None) -> Flask:
     chain = Edge()
     chain.init_app(app)
     signer = PurchaseUrlSigner(settings.secret_keys, settings.url_ttl, settings.clock_skew)
-    Identity(settings.jwt_secret, settings.admin_token, settings.clock_skew).init_app(app)
+    Identity(settings.jwt_secret, settings.admin_token, settings.clock_skew,
+             settings.jwt_max_ttl).init_app(app)
     SaleWindow(services.sale).init_app(app)
     SoldOutFlag(services.sale).init_app(app)
     PurchaseUrls(signer).init_app(app)

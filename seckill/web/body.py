@@ -1,33 +1,65 @@
 """Request bodies: the one size guard, the one reader, and the purchase's JSON.
 
-A body over 4 KiB is refused before anything else runs (413 ``too_large``); a chunked one as
-soon as its 4 097th byte arrives. A body is only ever used whole: a short one is a 400.
+A body over 4 KiB is refused before anything else runs, on every route (413 ``too_large``):
+a declared one by its ``Content-Length``, a chunked one as soon as its 4 097th byte arrives
+(the guard reads it then, even on a route that takes no body). A body is only ever used whole:
+a short one is a 400. No text of a body or a query may hold a NUL (400 ``bad_request``):
+PostgreSQL cannot store one, and no field of the contract has a use for it.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
+from gunicorn.http.errors import NoMoreData, ParseException
 from werkzeug.wsgi import get_content_length
 
 from seckill.domain import errors
 
 MAX_BODY = 4096
+# A Content-Length as gunicorn passes it: ASCII digits (str.isdigit() would take "²").
+_LENGTH = re.compile(r"[0-9]{1,18}", re.ASCII)
+_READ = "seckill.body"  # the environ key of a chunked body the guard read whole
 
 WSGIEnviron = dict[str, Any]
 
 
-def declared_length(environ: WSGIEnviron) -> int | None:
-    """The body's declared length (None: chunked or not said); 413 when over ``MAX_BODY``."""
+def _sized(environ: WSGIEnviron) -> int | None:
     raw = environ.get("CONTENT_LENGTH")
-    if raw and raw.isdigit() and "HTTP_TRANSFER_ENCODING" not in environ:
-        length: int | None = int(raw)
-    else:
+    if raw and _LENGTH.fullmatch(raw) and "HTTP_TRANSFER_ENCODING" not in environ:
+        return int(raw)
+    return None
+
+
+def declared_length(environ: WSGIEnviron) -> int | None:
+    """The one size guard, first on every route: the body's declared length (None: chunked
+    or not said), 413 when over ``MAX_BODY``. A chunked body is read here, up to one byte
+    past the limit, so that one too large is refused whatever the route (a route that takes
+    no body would otherwise answer without ever reading it); :func:`read_body` then gives it."""
+    length = _sized(environ)
+    if length is None:
         length = get_content_length(environ)
     if length is not None and length > MAX_BODY:
         raise errors.TooLarge()
+    if length is None and "HTTP_TRANSFER_ENCODING" in environ and _READ not in environ:
+        environ[_READ] = _read_chunked(environ)
     return length
+
+
+def _read_chunked(environ: WSGIEnviron) -> bytes:
+    try:
+        data: bytes = environ["wsgi.input"].read(MAX_BODY + 1)  # one byte past the limit tells
+    except (ParseException, NoMoreData) as exc:
+        # gunicorn parses the chunks as they are read: a bad chunk size, a missing CRLF or a
+        # connection closed half way is the client's fault (it answered 500).
+        _close_after_answer(environ)
+        raise errors.BadRequest(f"malformed chunked body: {type(exc).__name__}") from None
+    if len(data) > MAX_BODY:
+        _close_after_answer(environ)  # what is left of it is never read
+        raise errors.TooLarge()
+    return data
 
 
 def read_body(environ: WSGIEnviron) -> bytes:
@@ -37,22 +69,42 @@ def read_body(environ: WSGIEnviron) -> bytes:
     and a chunked one over ``MAX_BODY`` a 413, each before anything is decided, and the
     connection is then closed (what is left of the body is never read). A client too slow to
     send it meets the server's body deadline first (``seckill.web.server``: 408)."""
-    stream = environ["wsgi.input"]
-    raw = environ.get("CONTENT_LENGTH")
-    if raw and raw.isdigit() and "HTTP_TRANSFER_ENCODING" not in environ:
-        length = int(raw)
-        data: bytes = stream.read(length) if length else b""
+    if _READ in environ:
+        read: bytes = environ[_READ]
+        return read
+    length = _sized(environ)
+    if length is not None:
+        data: bytes = environ["wsgi.input"].read(length) if length else b""
         if len(data) < length:
             _close_after_answer(environ)
             raise errors.IncompleteBody(received=len(data), content_length=length)
         return data
     if "HTTP_TRANSFER_ENCODING" not in environ and not environ.get("wsgi.input_terminated"):
         return b""  # neither a length nor chunks: no body (HTTP/1.1)
-    data = stream.read(MAX_BODY + 1)  # chunked: one byte past the limit tells
-    if len(data) > MAX_BODY:
-        _close_after_answer(environ)
-        raise errors.TooLarge()
-    return data
+    return _read_chunked(environ)
+
+
+def refuse_nul_query(query: str) -> None:
+    """400 when a query string decodes to text holding a NUL: only ``%00`` (or a raw NUL)
+    does, since a ``%`` never ends another escape."""
+    if "%00" in query or "\x00" in query:
+        raise errors.BadRequest("a query parameter holds a NUL character")
+
+
+def _has_nul(body: Any) -> bool:
+    # A loop, not recursion: 4 KiB of JSON nests deeper than Python's recursion limit.
+    pending = [body]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                return True
+        elif isinstance(value, dict):
+            pending.extend(value.keys())
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return False
 
 
 def _close_after_answer(environ: WSGIEnviron) -> None:
@@ -70,9 +122,14 @@ def json_body(raw: bytes, allow_empty: bool) -> Any:
             return {}
         raise errors.BadRequest("a JSON body is required")
     try:
-        return orjson.loads(raw)
+        body = orjson.loads(raw)
     except orjson.JSONDecodeError:
         raise errors.BadRequest("the body is not valid JSON") from None
+    # Once here for every text of every body (names, descriptions, URLs, ids, currencies...):
+    # SQLite would store a NUL, PostgreSQL refuses it with an error (a 500).
+    if b"\\u0000" in raw and _has_nul(body):
+        raise errors.BadRequest("a text in the body holds a NUL character (\\u0000)")
+    return body
 
 
 def parse_quantity(body: Any, per_user_limit: int) -> int:

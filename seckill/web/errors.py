@@ -9,7 +9,7 @@ from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
 from seckill.domain import errors
-from seckill.web.body import MAX_BODY, declared_length
+from seckill.web.body import MAX_BODY, declared_length, refuse_nul_query
 from seckill.web.jsonio import json_response
 
 log = logging.getLogger("seckill")
@@ -62,8 +62,14 @@ def error_response(exc: errors.SeckillError) -> Response:
     return response
 
 
-def _guard_body() -> None:
-    declared_length(request.environ)
+def _guard_request() -> None:
+    environ = request.environ
+    declared_length(environ)
+    if "//" in (environ.get("PATH_INFO") or ""):
+        # werkzeug strips leading slashes before matching (//healthz would be /healthz);
+        # the url_map merges no other doubled slash (seckill.web.app): one path, one answer.
+        raise errors.NotFound()
+    refuse_nul_query(environ.get("QUERY_STRING") or "")
 
 
 def _handle(exc: Exception) -> Response:
@@ -71,14 +77,16 @@ def _handle(exc: Exception) -> Response:
 
 
 class JsonErrors:
-    """Registers the error handlers and the body-size guard (the first check of all)."""
+    """Registers the error handlers and the request guard (the first check of all: the body's
+    size, a doubled slash, a NUL in the query)."""
 
     def init_app(self, app: Flask) -> None:
-        """Every exception a view raises answers JSON; a body over 4 KiB is refused first."""
+        """Every exception a view raises answers JSON; a body over 4 KiB, a path with "//" or a
+        query with a NUL is refused first."""
         app.extensions["seckill.json_errors"] = self
         # Flask's automatic OPTIONS answers 200 with an empty text/html body; the API has no
         # OPTIONS, so it gets the contract's JSON 405. Must be set before routes are added.
         app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
         app.config["MAX_CONTENT_LENGTH"] = MAX_BODY  # werkzeug's own parsers, if ever used
-        app.before_request(_guard_body)
+        app.before_request(_guard_request)
         app.register_error_handler(Exception, _handle)

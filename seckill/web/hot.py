@@ -27,7 +27,14 @@ from edge.purchase_url import PurchaseUrlSigner
 from seckill.domain import errors
 from seckill.store.queue import AdmissionQueue
 from seckill.store.sale import SaleState
-from seckill.web.body import WSGIEnviron, declared_length, json_body, parse_quantity, read_body
+from seckill.web.body import (
+    WSGIEnviron,
+    declared_length,
+    json_body,
+    parse_quantity,
+    read_body,
+    refuse_nul_query,
+)
 from seckill.web.errors import as_domain_error
 from seckill.web.finish import PURCHASE, Finish
 
@@ -109,9 +116,11 @@ class HotRoutes:
         started = time.perf_counter()
         method = environ.get("REQUEST_METHOD") or ""
         headers: dict[str, str] = {}
-        query = _query(environ) if route is URL else None
+        query: dict[str, str] | None = None
         try:
             declared_length(environ)
+            refuse_nul_query(environ.get("QUERY_STRING") or "")
+            query = _query(environ) if route is URL else None
             if method not in _ALLOWED[route.endpoint]:
                 raise errors.MethodNotAllowed(_ALLOWED[route.endpoint])
             passage = self.edge.run(Passage(

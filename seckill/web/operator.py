@@ -6,6 +6,7 @@ follows it within a second (``seckill.store.controls``)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from flask import Blueprint, current_app, request
@@ -24,6 +25,9 @@ from seckill.store.controls import MAX_PAGE
 from seckill.web.body import json_body, read_body
 
 DEFAULT_PAGE = 50
+# ASCII digits only: str.isdigit() takes "²" (then int() raises), int() takes the
+# Arabic-Indic digit one as 1.
+_LIMIT = re.compile(r"[0-9]{1,6}", re.ASCII)
 
 
 def _services() -> Services:
@@ -38,7 +42,7 @@ def _query() -> tuple[str | None, int, str | None]:
         raise errors.BadRequest(f"state must be one of {', '.join(CONSOLE_STATES)}",
                                 field="state")
     raw = args.get("limit", str(DEFAULT_PAGE))
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE:
+    if _LIMIT.fullmatch(raw) is None or not 1 <= int(raw) <= MAX_PAGE:
         raise errors.BadRequest(f"limit must be an integer in 1..{MAX_PAGE}", field="limit")
     cursor = args.get("cursor")
     if cursor is not None and not is_activity_id(cursor):

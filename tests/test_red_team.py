@@ -1,0 +1,301 @@
+"""The red team's findings in the gateway (issue #23), each with the exact request that broke
+it, in-process (the wire's: ``tests/test_red_team_wire.py``):
+
+* numbers parsed from outside take ASCII digits only: ``²`` or an Arabic-Indic digit is a
+  4xx, never a 500 and never a number;
+* a NUL in any text of a body or a query is a 400 ``bad_request`` on every database
+  (PostgreSQL refused it with a 500);
+* a queue admission's purchase URL ends with the admission, without the clock-skew grace;
+* doubled or trailing slashes are a JSON 404, never werkzeug's redirect;
+* a user token may live at most ``SECKILL_JWT_MAX_TTL`` seconds;
+* no path or query (hypothesis) makes a 500.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+from urllib.parse import quote, unquote_to_bytes
+
+import jwt
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.admission_helpers import join, poll, queued_activity, wait_for_start
+from tests.conftest import ADMIN, JWT_SECRET, create_activity, expect, iso, user_headers
+
+
+# Characters str.isdigit() (or isdecimal()) takes and int() may or may not: superscript two,
+# Arabic-Indic one, a fullwidth one, a mathematical bold one.
+def raw_get(client: FlaskClient, target: str, headers: dict[str, str], method: str = "GET",
+            data: bytes | None = None) -> Any:
+    """``method target`` with the path exactly as a server would hand it to WSGI (the test
+    client would read a leading ``//`` as a host)."""
+    path, _, query = target.partition("?")
+    environ = {"PATH_INFO": unquote_to_bytes(path).decode("latin-1"), "QUERY_STRING": query,
+               "RAW_URI": target, "REQUEST_URI": target}
+    return client.open("/", method=method, headers=headers, data=data,
+                       environ_overrides=environ)
+
+
+ODD_DIGITS = ["\u00b2", "\u0661", "\uff11", "\U0001d7cf", "\u0661\u0662"]
+
+
+# -- 1. non-ASCII digits --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("digit", ODD_DIGITS)
+def test_a_token_expiry_in_non_ascii_digits_is_403_not_500(client: FlaskClient,
+                                                           digit: str) -> None:
+    aid = create_activity(client)["id"]
+    token = quote(f"{digit}.abc.def")  # POST /seckill/p1/%C2%B2.abc.def/buy
+    expect(client.post(f"/seckill/{aid}/{token}/buy", headers=user_headers("mallory")), 403,
+           "bad_signature")
+
+
+@pytest.mark.parametrize("limit", [*ODD_DIGITS, "1\u0661", "+5", " 5", "5 ", "0x5", "5.0"])
+def test_a_list_limit_in_anything_but_ascii_digits_is_400(client: FlaskClient,
+                                                           limit: str) -> None:
+    body = expect(client.get(f"/admin/activities?limit={quote(limit)}", headers=ADMIN), 400,
+                  "bad_request")
+    assert body.get("field") == "limit", body
+
+
+def test_an_ascii_limit_still_lists(client: FlaskClient) -> None:
+    create_activity(client)
+    assert len(expect(client.get("/admin/activities?limit=1", headers=ADMIN), 200)
+               ["activities"]) == 1
+
+
+# -- 2. NUL in text -------------------------------------------------------------------------
+
+
+NUL_BODIES: list[tuple[str, dict[str, Any]]] = [
+    ("name", {"name": "Phone\u0000"}),
+    ("description", {"description": "a\u0000b"}),
+    ("image_url", {"image_url": "/img/\u0000.png"}),
+    ("currency", {"price": {"amount": 100, "currency": "EUR\u0000"}}),
+    ("id", {"id": "a\u0000"}),
+    ("a field's name", {"name\u0000": "x"}),
+]
+
+
+@pytest.mark.parametrize(("what", "fields"), NUL_BODIES, ids=[w for w, _ in NUL_BODIES])
+def test_a_nul_in_any_text_of_a_new_activity_is_400(client: FlaskClient, what: str,
+                                                    fields: dict[str, Any]) -> None:
+    body: dict[str, Any] = {"id": f"n{uuid.uuid4().hex[:10]}", "name": "Phone", "total": 3,
+                            "starts_at": iso(-60), "ends_at": iso(3600), **fields}
+    expect(client.post("/admin/activities", json=body, headers=ADMIN), 400, "bad_request")
+    # Nothing was made.
+    expect(client.get(f"/seckill/activities/{body['id']}"), 404, "unknown_activity")
+
+
+def test_a_nul_in_an_edit_or_other_bodies_is_400(client: FlaskClient) -> None:
+    aid = create_activity(client)["id"]
+    expect(client.patch(f"/admin/activities/{aid}", json={"name": "x\u0000y"}, headers=ADMIN),
+           400, "bad_request")
+    assert expect(client.get(f"/admin/activities/{aid}", headers=ADMIN), 200)["name"] \
+        == "Test phone"
+    expect(client.post(f"/admin/activities/{aid}/stock", json={"add": 1, "\u0000": 1},
+                       headers=ADMIN), 400, "bad_request")
+    expect(client.post("/admin/orders/x-1-1/pay", json={"payment_ref": "r\u0000"},
+                       headers=ADMIN), 400, "bad_request")
+
+
+@pytest.mark.parametrize("path", [
+    "/seckill/time?x=%00", "/admin/activities?cursor=a%00", "/admin/activities?state=open%00",
+    "/seckill/url?activity=a%00", "/seckill/url?activity=a&x=%00",
+])
+def test_a_nul_in_a_query_is_400(client: FlaskClient, path: str) -> None:
+    headers = ADMIN if path.startswith("/admin") else user_headers("mallory")
+    expect(client.get(path, headers=headers), 400, "bad_request")
+
+
+# -- 3. a lapsed admission buys nothing -----------------------------------------------------
+
+
+def test_a_lapsed_admission_cannot_buy_in_the_clock_skew_grace(make_app: Any) -> None:
+    app: Flask = make_app(SECKILL_URL_TTL="1")  # SECKILL_CLOCK_SKEW stays 5
+    client = app.test_client()
+    activity = queued_activity(client, total=1, starts_in=0.3)
+    aid = activity["id"]
+    expect(join(client, aid, "first"), 200)
+    wait_for_start(activity)
+    admitted = poll(client, aid, "first")
+    assert admitted["status"] == "admitted", admitted
+    deadline = time.monotonic() + 5
+    while time.time() * 1000 <= admitted["expires_at"] * 1000 + 1100:  # past its end
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    # Nobody polled since: Redis still lists the admission until the queue next moves.
+    late = client.post(admitted["url"], headers=user_headers("first"))
+    expect(late, 403, "bad_signature")
+    expect(join(client, aid, "second"), 200)
+    status = poll(client, aid, "second")
+    assert status["status"] == "admitted", status
+    bought = expect(client.post(status["url"], headers=user_headers("second")), 200)
+    assert bought["status"] == "ok"
+
+
+def test_an_admission_url_never_outlives_the_admission(make_app: Any) -> None:
+    app: Flask = make_app(SECKILL_URL_TTL="3")
+    client = app.test_client()
+    activity = queued_activity(client, total=1, starts_in=0.3)
+    expect(join(client, activity["id"], "ann"), 200)
+    wait_for_start(activity)
+    admitted = poll(client, activity["id"], "ann")
+    assert admitted["status"] == "admitted"
+    token_expiry = int(admitted["url"].split("/")[3].split(".")[0])
+    assert token_expiry == admitted["expires_at"] <= time.time() + 3
+
+
+# -- 4. slashes -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [
+    "/seckill//activities/{aid}", "//seckill/activities/{aid}", "/seckill/activities//{aid}",
+    "/seckill/activities/{aid}/", "/seckill//time", "/seckill/time/", "/admin//activities",
+    "/admin/activities/", "/admin//activities/{aid}/stats", "/seckill//url",
+    "/seckill/url/", "/seckill/{aid}//order", "/seckill//{aid}/queue/state", "//healthz",
+])
+def test_doubled_and_trailing_slashes_are_a_json_404(client: FlaskClient, path: str) -> None:
+    aid = create_activity(client)["id"]
+    headers = {**ADMIN, "Host": "evil.example"} if "/admin" in path else {
+        **user_headers("ann"), "Host": "evil.example"}
+    response = raw_get(client, path.format(aid=aid), headers)
+    expect(response, 404, "not_found")
+    assert "Location" not in response.headers
+    assert response.headers.get("X-Seckill-Outcome") == "not_found", response.headers
+
+
+# -- 6. a maximum token lifetime ------------------------------------------------------------
+
+
+def _token(**claims: Any) -> dict[str, str]:
+    return {"Authorization": "Bearer " + jwt.encode({"sub": "ann", **claims}, JWT_SECRET,
+                                                     algorithm="HS256")}
+
+
+def test_a_token_living_longer_than_the_maximum_is_401(make_app: Any) -> None:
+    client = make_app(SECKILL_JWT_MAX_TTL="3600").test_client()
+    aid = create_activity(client)["id"]
+    now = int(time.time())
+    url = f"/seckill/url?activity={aid}"
+    expect(client.get(url, headers=_token(exp=now + 3000)), 200)
+    expect(client.get(url, headers=_token(iat=now, exp=now + 3600)), 200)
+    expect(client.get(url, headers=_token(exp=now + 3600 + 60)), 401, "unauthenticated")
+    # iat says how long it was minted for: a day-long token is refused even near its end.
+    expect(client.get(url, headers=_token(iat=now - 86_000, exp=now + 400)), 401,
+           "unauthenticated")
+
+
+def test_the_default_maximum_refuses_a_token_for_ever_and_zero_turns_it_off(
+        make_app: Any) -> None:
+    forever = _token(exp=2**53)
+    client = make_app().test_client()
+    aid = create_activity(client)["id"]
+    expect(client.get(f"/seckill/url?activity={aid}", headers=forever), 401, "unauthenticated")
+    expect(client.get(f"/seckill/url?activity={aid}",
+                      headers=_token(exp=int(time.time()) + 7 * 86_400)), 200)
+    off = make_app(SECKILL_JWT_MAX_TTL="0").test_client()
+    expect(off.get(f"/seckill/url?activity={aid}", headers=forever), 200)
+
+
+# -- 7. no path or query makes a 500 --------------------------------------------------------
+
+
+_SEGMENTS = st.sampled_from([
+    "", "seckill", "admin", "activities", "url", "time", "buy", "order", "queue", "state",
+    "challenge", "stats", "stock", "orders", "pay", "cancel", "pause", "admission", "console",
+    "metrics", "healthz", "openapi.json", "%C2%B2", "%D9%A1", "%00", "%2F", "%FF", "..", ".",
+    "%C2%B2.abc.def", "1.abc.def", "9" * 20, "x-1-1", "{aid}", "%E2%80%AE", "%25", "~",
+])
+_QUERIES = st.sampled_from([
+    "", "activity={aid}", "activity=%C2%B2", "limit=%C2%B2", "limit=%D9%A1", "limit=99999999999",
+    "limit=-1", "state=%00", "cursor=%FF", "activity=", "activity=%00", "a=%00",
+    "activity={aid}&activity=x", "since=%C2%B2", "window=%D9%A1", "minutes=1e9",
+])
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(segments=st.lists(_SEGMENTS, min_size=1, max_size=5), query=_QUERIES,
+       method=st.sampled_from(["GET", "POST", "PATCH", "HEAD"]),
+       who=st.sampled_from(["admin", "user", "none"]))
+def test_no_path_or_query_answers_500(client: FlaskClient, make_activity: Any,
+                                      segments: list[str], query: str, method: str,
+                                      who: str) -> None:
+    aid = _shared_activity(client)
+    path = "/" + "/".join(segments).replace("{aid}", aid)
+    if query:
+        path += "?" + query.replace("{aid}", aid)
+    headers = {"admin": ADMIN, "user": user_headers("fuzz"), "none": {}}[who]
+    response = raw_get(client, path, headers, method,
+                       b"{}" if method in ("POST", "PATCH") else None)
+    assert response.status_code < 500 or response.status_code == 503, (
+        path, response.status_code, response.get_data()[:300])
+    if method != "HEAD" and response.status_code >= 400:  # every refusal is the contract's
+        assert response.mimetype == "application/json", (path, response.headers)
+
+
+_ACTIVITIES: dict[int, str] = {}
+
+
+def _shared_activity(client: FlaskClient) -> str:
+    # One activity per client (hypothesis runs its examples in one test's fixtures).
+    key = id(client)
+    if key not in _ACTIVITIES:
+        _ACTIVITIES.clear()
+        _ACTIVITIES[key] = create_activity(client, total=1000)["id"]
+    return _ACTIVITIES[key]
+
+
+@pytest.mark.parametrize("order_id", ["{aid}-1-\u00b2", "{aid}-\u00b2-1", "{aid}-1-\u0661",
+                                      "{aid}-\uff11-1"])
+def test_an_order_id_in_non_ascii_digits_is_an_unknown_order(client: FlaskClient,
+                                                             order_id: str) -> None:
+    aid = create_activity(client, shards=2, payment_window=60)["id"]
+    target = quote(order_id.format(aid=aid))
+    expect(client.post(f"/admin/orders/{target}/pay", json={"payment_ref": "r1"},
+                       headers=ADMIN), 404, "unknown_order")
+    expect(client.post(f"/admin/orders/{target}/cancel", headers=ADMIN), 404, "unknown_order")
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-2**70, max_value=2**70)
+    | st.floats(allow_nan=False) | st.text(max_size=20)
+    | st.sampled_from(["\u00b2", "\u0661", "2026-11-21T12:00:00Z", "queue", "draw", "packets",
+                       "EUR", "/img/a.png", "https://x.example/a.png", "a\u0000"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                  max_size=3),
+    max_leaves=6)
+_FIELDS = st.sampled_from(["id", "name", "total", "per_user_limit", "starts_at", "ends_at",
+                           "kind", "amount", "count", "shards", "payment_window", "admission",
+                           "queue_opens_at", "challenge", "description", "image_url", "price",
+                           "quantity", "add", "payment_ref", "factor", "altcha"])
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(body=st.dictionaries(_FIELDS, _JSON, max_size=6) | _JSON,
+       target=st.sampled_from(["create", "edit", "stock", "pay", "admission", "buy", "queue"]))
+def test_no_body_answers_500(client: FlaskClient, body: Any, target: str) -> None:
+    aid = _shared_activity(client)
+    path = {"create": "/admin/activities", "edit": f"/admin/activities/{aid}",
+            "stock": f"/admin/activities/{aid}/stock", "pay": "/admin/orders/x-1-1/pay",
+            "admission": f"/admin/activities/{aid}/admission", "buy": f"/seckill/{aid}/x/buy",
+            "queue": f"/seckill/{aid}/queue"}[target]
+    if target == "stock" and isinstance(body, dict) and isinstance(body.get("add"), int):
+        body["add"] = 0  # the shared activity keeps its stock
+    headers = user_headers("fuzz") if target in ("buy", "queue") else ADMIN
+    method = "PATCH" if target == "edit" else "POST"
+    response = client.open(path, method=method, data=json.dumps(body), headers=headers,
+                           content_type="application/json")
+    assert response.status_code < 500, (target, body, response.get_data()[:300])
+    if response.status_code >= 400:
+        assert response.mimetype == "application/json", response.headers

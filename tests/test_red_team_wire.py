@@ -1,0 +1,116 @@
+"""The red team's findings in the gateway (issue #23) that need the wire: raw requests to a
+real gunicorn (no nginx in front, a deployment the README documents).
+
+* a chunked body over 4 KiB is a 413 ``too_large`` on every route, as with a Content-Length
+  (it answered 401 on ``/seckill/url``, 200 on ``/seckill/time``, 201 on admin create);
+* a doubled slash is a JSON 404 with no ``Location`` built from the client's ``Host``;
+* ``POST /seckill/<aid>/%C2%B2.abc.def/buy`` is a 403, not a 500.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import orjson
+import pytest
+
+from seckill.ops.embedded import EmbeddedValkey
+from tests.conftest import ADMIN_TOKEN, gateway_env, iso
+from tests.servers import gunicorn_server
+from tests.test_http_wire import ADMIN_JSON, Answer, bearer, chunked, exchange, request
+
+BIG = b'{"quantity":1}' + b" " * 6000  # valid JSON, over 4 KiB
+
+
+@pytest.fixture(scope="module")
+def base(valkey: EmbeddedValkey, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    data = tmp_path_factory.mktemp("red-team-wire")
+    env = gateway_env(valkey.url, f"t{uuid.uuid4().hex[:12]}", data,
+                      f"sqlite:///{data / 'orders.db'}", "1000/second")
+    with gunicorn_server(env, workers=1) as url:
+        yield url
+
+
+def sale(base: str) -> str:
+    aid = f"r{uuid.uuid4().hex[:10]}"
+    body = orjson.dumps({"id": aid, "name": "Phone", "total": 10, "starts_at": iso(-60),
+                         "ends_at": iso(3600)})
+    made = exchange(base, request("POST", "/admin/activities", ADMIN_JSON, body))
+    assert made.status == 201, made.raw
+    return aid
+
+
+def chunked_to(method: str, path: str, headers: dict[str, str], body: bytes) -> bytes:
+    """A chunked request of any method (``chunked`` of test_http_wire sends a POST)."""
+    return chunked(path, headers, body).replace(b"POST ", f"{method} ".encode(), 1)
+
+
+@pytest.mark.parametrize(("method", "path", "who"), [
+    ("GET", "/seckill/time", "none"),
+    ("GET", "/seckill/url?activity={aid}", "user"),
+    ("GET", "/seckill/url?activity={aid}", "none"),
+    ("POST", "/admin/activities", "admin"),
+    ("POST", "/admin/activities", "none"),
+    ("GET", "/seckill/activities/{aid}", "none"),
+    ("GET", "/seckill/{aid}/order", "user"),
+    ("POST", "/seckill/{aid}/queue", "user"),
+    ("GET", "/admin/activities", "admin"),
+    ("PATCH", "/admin/activities/{aid}", "admin"),
+    ("GET", "/healthz", "none"),
+    ("GET", "/no/such/route", "none"),
+])
+def test_a_chunked_body_over_4_kib_is_413_on_every_route(base: str, method: str, path: str,
+                                                        who: str) -> None:
+    aid = sale(base)
+    headers = {"admin": ADMIN_JSON, "user": bearer("chunky"), "none": {}}[who]
+    answer = exchange(base, chunked_to(method, path.format(aid=aid), headers, BIG))
+    answer.json_error(413, "too_large")
+    assert answer.closed  # the rest of the body is never read
+
+
+def test_a_chunked_body_within_4_kib_still_works(base: str) -> None:
+    aid = f"r{uuid.uuid4().hex[:10]}"
+    body = orjson.dumps({"id": aid, "name": "Phone", "total": 10, "starts_at": iso(-60),
+                         "ends_at": iso(3600)})
+    made = exchange(base, chunked("/admin/activities", ADMIN_JSON, body, piece=7))
+    assert made.status == 201, made.raw
+    answer = exchange(base, chunked_to("GET", "/seckill/time", {}, b"x" * 4096))
+    assert answer.status == 200, answer.raw
+
+
+@pytest.mark.parametrize("path", ["/seckill//activities/{aid}", "/admin//activities",
+                                  "//seckill/activities/{aid}", "/seckill/activities/{aid}/",
+                                  "/admin/activities/", "/seckill//time"])
+def test_a_doubled_slash_is_a_json_404_without_a_location(base: str, path: str) -> None:
+    aid = sale(base)
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}", "Host": "evil.example"}
+    raw = request("GET", path.format(aid=aid), headers).replace(b"Host: 127.0.0.1\r\n", b"", 1)
+    answer: Answer = exchange(base, raw)
+    answer.json_error(404, "not_found")
+    assert "location" not in answer.headers, answer.raw
+    assert answer.headers.get("x-seckill-outcome") == "not_found", answer.raw
+
+
+def test_a_token_expiry_in_a_superscript_digit_is_403(base: str) -> None:
+    aid = sale(base)
+    answer = exchange(base, request("POST", f"/seckill/{aid}/%C2%B2.abc.def/buy",
+                                    bearer("mallory")))
+    answer.json_error(403, "bad_signature")
+
+
+def test_a_content_length_in_a_superscript_digit_is_a_4xx(base: str) -> None:
+    aid = sale(base)
+    raw = request("PATCH", f"/admin/activities/{aid}", ADMIN_JSON).replace(
+        b"\r\n\r\n", b"\r\nContent-Length: \xb2\r\n\r\n{}", 1)
+    answer = exchange(base, raw)
+    assert answer.status is not None and 400 <= answer.status < 500, answer.raw
+
+
+@pytest.mark.parametrize("chunks", [b"zz\r\n{}\r\n0\r\n\r\n", b"2\r\n{}XX0\r\n\r\n",
+                                    b"5\r\n{}"])
+def test_a_malformed_chunked_body_is_400_where_it_is_read(base: str, chunks: bytes) -> None:
+    head = request("POST", "/admin/activities", ADMIN_JSON).replace(
+        b"\r\n\r\n", b"\r\nTransfer-Encoding: chunked\r\n\r\n", 1)
+    answer = exchange(base, head + chunks, half_close=True)
+    answer.json_error(400, "bad_request")
