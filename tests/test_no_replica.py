@@ -3,7 +3,7 @@ anything is decided (issue 23, item 3): 503 ``unavailable``, ``"detail": "no_rep
 Redis unchanged; the sale goes on within seconds of a replica coming back.
 
 The embedded cluster of ``seckill up`` sets ``min-replicas-to-write 1`` on every node when
-the durability is ``replica`` (``seckill.ops.cluster.min_replicas_args``): a master with no
+the durability is ``replica`` (``seckill.ops.replica_guard``): a master with no
 replica online (its replica killed, a promoted replica whose master died, a replica still in
 its first sync) refuses a script's first write with ``NOREPLICAS``, so the script changes
 nothing. Each test runs a cluster of its own (3 masters, 1 replica each) and kills nodes of it.
@@ -17,7 +17,9 @@ nothing. Each test runs a cluster of its own (3 masters, 1 replica each) and kil
   sync: the moment is held as long as the test wants), then every write works again;
 * a replica falling behind (frozen) mid-write: the one case left for 503 ``durability``,
   until the master stops counting it (``min-replicas-max-lag``), then ``no_replica``;
-* an external server without the setting: the gateway says so in the log, once.
+* an external server without the setting: the gateway says so in the log, once;
+* the orders worker, whose stream reads are writes too, waits a master with no replica out;
+* ``seckill up``'s cluster nodes carry the setting for ``replica`` (and need a replica).
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 from flask import Flask
 from flask.testing import FlaskClient
 
-from seckill.ops.cluster import EmbeddedCluster
+from seckill.config import ConfigError
+from seckill.ops.cluster import EmbeddedCluster, up_cluster
 from seckill.store.keys import KeySpace
 from seckill.store.routing import slot_of
 from tests.cluster_faults import (
@@ -47,7 +51,7 @@ from tests.cluster_faults import (
     status_of,
 )
 from tests.conftest import ADMIN, buy, create_activity
-from tests.faults import wait_until
+from tests.faults import WorkerThread, built_worker, stored_orders, wait_until
 
 TIMEOUT_MS = 3000  # SECKILL_DURABILITY_TIMEOUT_MS: a refusal must not wait for it
 BACK_BOUND = 15.0  # seconds from a replica's restart until a purchase succeeds again
@@ -298,3 +302,51 @@ def test_an_external_server_without_min_replicas_is_named_in_the_log_once(
     after = guarded.get(f"/admin/activities/{aid}/stats", headers=ADMIN).get_json()
     assert (after["sold"], after["remaining"]) == (before["sold"], before["remaining"]) == (2, 3)
     assert not [r for r in caplog.records if "min-replicas" in r.getMessage()]
+
+
+def test_the_orders_worker_waits_out_a_master_with_no_replica(
+    tmp_path: Path, prefix: str, database_url: str
+) -> None:
+    """The orders worker's reads (``XREADGROUP``, ``XAUTOCLAIM``) are writes to the server: a
+    master with no replica refuses them too. The worker waits that out as an outage, and
+    stores the orders once a replica is back."""
+    with guarded_cluster(tmp_path / "cluster") as cluster:
+        master = masters(cluster)[0]
+        (replica,) = replicas_of(cluster, master)
+        aid = activity_on(cluster, master)
+        with gateway(cluster, master, tmp_path, prefix, database_url) as app, built_worker(
+                app.extensions["seckill"].settings, block_ms=100) as worker, WorkerThread(
+                worker) as running:
+            client = app.test_client()
+            create_activity(client, id=aid, total=10)
+            assert buy(client, aid, "zoe").status_code == 200
+            wait_until(lambda: stored_orders(database_url, aid), 15, interval=0.1,
+                       what="zoe's order stored")
+            cluster.kill(replica)
+            until = time.monotonic() + 2.5  # the worker's housekeeping runs every second
+            while time.monotonic() < until:
+                assert refused(buy(client, aid, f"x{time.monotonic_ns()}"))
+                time.sleep(0.2)
+            assert running.alive(), running.error
+            cluster.restart(replica, timeout=30)
+            sells_again(client, aid, "amy", time.monotonic())
+            rows = wait_until(lambda: len(found := stored_orders(database_url, aid)) == 2
+                              and found, 15, interval=0.1, what="the new order stored")
+            assert sorted(row.user_id for row in rows)[1] == "zoe"
+
+
+def test_seckill_up_sets_min_replicas_on_every_node_for_replica_and_needs_a_replica(
+    tmp_path: Path
+) -> None:
+    """``seckill up --redis-nodes 3 --replicas 1`` with ``replica``: every node's command line
+    sets min-replicas-to-write 1 and a lag of the durability timeout (at least 2 s); the other
+    modes leave it out; ``--replicas 0`` with ``replica`` is refused at once."""
+    env = {"SECKILL_DURABILITY": "replica", "SECKILL_DURABILITY_TIMEOUT_MS": "3500"}
+    _, _, specs = up_cluster(tmp_path / "replica", 3, 1, env)
+    for spec in specs:
+        line = " ".join(spec.argv)
+        assert "--min-replicas-to-write 1 --min-replicas-max-lag 4" in line, line
+    _, _, specs = up_cluster(tmp_path / "local", 3, 1, {"SECKILL_DURABILITY": "local"})
+    assert not any("min-replicas" in " ".join(spec.argv) for spec in specs)
+    with pytest.raises(ConfigError, match="--replicas 1 or more"):
+        up_cluster(tmp_path / "none", 3, 0, env)

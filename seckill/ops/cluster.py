@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import re
 import subprocess
 import time
@@ -20,9 +19,10 @@ from pathlib import Path
 
 import redis
 
-from seckill.config import ConfigError, Settings
+from seckill.config import ConfigError
 from seckill.ops.embedded import EmbeddedValkey, valkey_binary
 from seckill.ops.ports import BUS_PORT_OFFSET, bindable, free_cluster_ports
+from seckill.ops.replica_guard import durability_of, min_replicas_args
 from seckill.ops.supervisor import ChildSpec, Stopping, redis_ready
 
 CLUSTER_SLOTS = 16384
@@ -69,20 +69,6 @@ def cluster_args(node_timeout_ms: int = DEFAULT_NODE_TIMEOUT_MS) -> list[str]:
     ]
 
 
-def min_replicas_args(durability: str, timeout_ms: int) -> list[str]:
-    """With ``SECKILL_DURABILITY=replica``, the options that make a master refuse every write
-    (``NOREPLICAS``) while none of its replicas is online (a replica in its first sync is
-    not) and acked within the lag: a purchase no replica can confirm is then refused before
-    its script decides anything, not decided and answered 503. Set on every node: a replica
-    ignores them until it is promoted. Nothing for the other modes."""
-    if durability != "replica":
-        return []
-    # The lag is counted in whole seconds and an idle replica acks once a second: 1 would
-    # refuse writes now and then on a healthy shard.
-    lag = max(2, math.ceil(timeout_ms / 1000))
-    return ["--min-replicas-to-write", "1", "--min-replicas-max-lag", str(lag)]
-
-
 def node_ports(data_dir: Path) -> list[int]:
     """The ports of the nodes already in ``data_dir`` (its ``node-<port>`` folders), sorted."""
     if not data_dir.is_dir():
@@ -112,7 +98,7 @@ class EmbeddedCluster:
     """A Valkey Cluster of ``masters`` masters with ``replicas`` replicas each, run as our
     children in ``data_dir`` (one ``node-<port>`` folder per node). A context manager: the
     cluster is started (created if new) on entry and every node stopped on exit.
-    ``durability``: the gateway's SECKILL_DURABILITY (:func:`min_replicas_args`)."""
+    ``durability``: the gateway's SECKILL_DURABILITY (``seckill.ops.replica_guard``)."""
 
     def __init__(
         self,
@@ -369,14 +355,10 @@ def up_cluster(
     and its nodes as supervised children (``valkey-<port>``), each ready once it answers
     PING; the last one, at its first start, also forms the cluster and waits until it is
     healthy. ConfigError if the folder holds another cluster or a port is taken."""
-    settings = Settings.from_env(env)
-    if settings.durability == "replica" and not replicas:
-        raise ConfigError("SECKILL_DURABILITY=replica needs a replica per master "
-                          "(--replicas 1 or more): without one every purchase is refused")
+    durability, timeout_ms = durability_of(env, replicas)
     try:
-        cluster = EmbeddedCluster(data_dir, masters, replicas,
-                                  durability=settings.durability,
-                                  durability_timeout_ms=settings.durability_timeout_ms)
+        cluster = EmbeddedCluster(data_dir, masters, replicas, durability=durability,
+                                  durability_timeout_ms=timeout_ms)
     except ClusterError as exc:
         raise ConfigError(str(exc)) from None
     for port in cluster.ports:

@@ -159,7 +159,7 @@ class OrdersWorker:
         while not stop:
             try:
                 self.step(stop)
-            except streams.AWAY as exc:
+            except streams.CAUGHT as exc:
                 if not redis_away(exc):
                     raise
                 log.warning("Redis unreachable (%s: %s); retrying in 1s",

@@ -25,7 +25,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from seckill.store.connection import Client
+from seckill.store.connection import Client, no_replica
 from seckill.worker.groups import GROUP
 
 Entry = tuple[str, dict[str, str]]
@@ -38,10 +38,19 @@ AWAY: tuple[type[Exception], ...] = (
 )
 
 
+# What the worker's loop catches and asks :func:`redis_away` about (a ResponseError may be
+# NOREPLICAS).
+CAUGHT: tuple[type[Exception], ...] = (*AWAY, redis.ResponseError)
+
+
 def redis_away(exc: Exception) -> bool:
     """Whether ``exc`` says Redis, a node or the cluster's slot map is away for now: the
     cluster client's own errors count (no node answered for the slot map, or the nodes
-    disagree mid-failover), but never a cross-slot command, which is a bug."""
+    disagree mid-failover), but never a cross-slot command, which is a bug. A master with no
+    replica online (``NOREPLICAS``, with SECKILL_DURABILITY=replica) refuses the stream reads
+    too (they are writes): away until a replica is back."""
+    if no_replica(exc):
+        return True
     if not isinstance(exc, AWAY):
         return False
     if type(exc) is RedisClusterException:
