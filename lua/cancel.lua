@@ -4,7 +4,8 @@
 -- red-envelope grab, the packet itself goes back to the list, in the same step: it is never
 -- lost, and never handed out twice.
 --
--- KEYS[1]  seckill:{<aid>}:meta       hash (remaining, total, sold, kind, amount_given)
+-- KEYS[1]  seckill:{<aid>}:meta       hash (remaining, total, sold, kind, unlimited,
+--                                     amount_given)
 -- KEYS[2]  seckill:{<aid>}:buyers     hash: user id -> order id ("|c" suffix once confirmed)
 -- KEYS[3]  seckill:{<aid>}:cancelled  hash: user id -> their latest cancelled order id
 -- KEYS[4]  seckill:{<aid>}:orders     stream
@@ -19,18 +20,24 @@
 --   {"already_cancelled"}
 --   {"not_live"}                 the user's live order is another one (or none)
 --   {"uninitialized"}
+--   {"unmigrated"}               a stock meta hash without the `unlimited` flag (written
+--                                before it): only the database can say; nothing changes
 --   {"inconsistent", remaining, total}   giving the units back would exceed total: refused
 --   {"no_amount"}                a live grab whose amount is unknown: refused, nothing changes
 
 -- @include sale_window
 
-local meta = redis.call('HMGET', KEYS[1], 'remaining', 'total', 'kind')
+local meta = redis.call('HMGET', KEYS[1], 'remaining', 'total', 'kind', 'unlimited')
 if not meta[1] then
   return {'uninitialized'}
 end
 local remaining = tonumber(meta[1])
 local total = tonumber(meta[2])
 local packets = meta[3] == 'packets'
+if not packets and not meta[4] then
+  return {'unmigrated'}
+end
+local unlimited = meta[4] == '1'
 local order_id, uid, qty = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
 local live = redis.call('HGET', KEYS[2], uid)
@@ -53,7 +60,7 @@ if packets then
   qty = 1
 end
 
-if remaining >= 0 then
+if not unlimited then
   if remaining + qty > total then
     return {'inconsistent', remaining, total}
   end
@@ -74,4 +81,4 @@ local now_ms = redis_now_ms()
 redis.call('XADD', KEYS[4], '*',
   'type', 'cancel', 'order_id', order_id, 'activity', ARGV[4], 'user', uid,
   'quantity', qty, 'ts', now_ms)
-return {'ok', remaining}
+return {'ok', unlimited and -1 or remaining}

@@ -4,8 +4,10 @@
 -- KEYS[2]  (packets only) seckill:{<aid>}:packets-staging:<token>  the pre-split packets,
 --          pushed in chunks before this call
 -- KEYS[3]  (packets only) seckill:{<aid>}:packets                  where they are sold from
--- ARGV     field, value, field, value, ... (starts_ms, ends_ms, total, remaining,
---          per_user_limit, kind, name, seq, created_ms; amount, amount_given for packets)
+-- ARGV     field, value, field, value, ... (starts_ms, ends_ms, unlimited ("1": unlimited
+--          stock, its total and remaining then -1 and never read; "0": counted), total,
+--          remaining, per_user_limit, kind, name, seq, created_ms; amount, amount_given for
+--          packets)
 --
 -- Returns 1 when created, 0 when the activity already exists (nothing is changed, and the
 -- staging list is dropped), -1 when the staging list does not hold exactly `remaining`

@@ -19,11 +19,14 @@
 
 -- @include sale_window
 
-local meta = redis.call('HMGET', KEYS[1], 'remaining', 'kind')
+local meta = redis.call('HMGET', KEYS[1], 'remaining', 'kind', 'unlimited')
 if not meta[1] then
   return {'uninitialized'}
 end
 local packets = meta[2] == 'packets'
+-- Only the flag says unlimited (purchase.lua): a counted activity gets its units back even if
+-- its counter reads negative (then it is inconsistent, and refuses to sell until repaired).
+local counted = meta[3] ~= '1'
 local now_ms = redis_now_ms()
 local due = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now_ms, 'WITHSCORES', 'LIMIT', 0,
   tonumber(ARGV[2]))
@@ -55,7 +58,7 @@ for i = 1, #due, 2 do
         end
         qty = 1
       end
-      if tonumber(redis.call('HGET', KEYS[1], 'remaining')) >= 0 then
+      if counted then
         redis.call('HINCRBY', KEYS[1], 'remaining', back)
       end
       redis.call('HINCRBY', KEYS[1], 'sold', -qty)

@@ -27,18 +27,30 @@
 --   {"bad_quantity", 1}
 --   {"wrong_kind", kind}                      not a packets activity (use purchase.lua)
 --   {"uninitialized"}                         the meta hash is missing: Redis lost it
+--   {"inconsistent", total, remaining, sold, listed}  the counters disagree: refused
 --
 -- The same opening as purchase.lua (include/sale_opening.lua: rate, existence, kind, window
 -- on Redis's clock), then the buyer
 -- (a winner repeating after the last packet went still learns their order and amount), then
 -- the packet. The list is the authority on what is left: a packet exists only in the list or
 -- in the amounts hash, never in both, never in neither (cancel.lua pushes it back). Amounts
--- stay strings end to end, so no number formatting can alter them.
+-- stay strings end to end, so no number formatting can alter them. The counters are checked
+-- on every grab, at O(1), as purchase.lua checks a stock's: total = remaining + sold, none
+-- negative, and the list holds `remaining` packets; when they disagree nothing is handed out
+-- until `seckill reconcile --repair` has made them agree with the database.
 
 local sale_kind = 'packets'
-local sale_fields = {'payment_window'}
+local sale_fields = {'payment_window', 'total', 'remaining', 'sold'}
 -- @include sale_opening
 -- @include payment_hold
+do
+  local total, remaining, sold = tonumber(meta[5]), tonumber(meta[6]), tonumber(meta[7])
+  local listed = redis.call('LLEN', KEYS[4])
+  if not (total and remaining and sold) or remaining < 0 or sold < 0
+      or remaining + sold ~= total or listed ~= remaining then
+    return {'inconsistent', meta[5] or '', meta[6] or '', meta[7] or '', listed}
+  end
+end
 
 local uid = ARGV[1]
 local existing = redis.call('HGET', KEYS[2], uid)

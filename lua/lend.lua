@@ -1,7 +1,7 @@
 -- lend.lua: one part of a sharded activity lends units to a buyer's claim on another part
 -- (the buyer's home part, which answered {"borrow", claim_id, need}: see purchase.lua).
 --
--- KEYS[1]  seckill:{<donor tag>}:meta       hash: total, remaining, lent
+-- KEYS[1]  seckill:{<donor tag>}:meta       hash: total, remaining, lent, held, sold
 -- KEYS[2]  seckill:{<donor tag>}:transfers  hash: claim id -> "<units>|<home tag>|<user>"
 -- ARGV[1]  claim id   ARGV[2] units still needed   ARGV[3] home tag (data)   ARGV[4] user id
 --
@@ -10,7 +10,9 @@
 --
 -- Returns {"lent", units, remaining}: units may be 0 (this part has none to lend); a repeat
 -- for the same claim answers what was lent the first time and lends nothing more.
--- {"uninitialized"}: Redis lost this part.
+-- {"uninitialized"}: Redis lost this part. {"inconsistent", total, remaining, held, sold}:
+-- this part's counters disagree (total = remaining + held + sold, none negative: purchase.lua
+-- checks the same): it lends nothing until `seckill reconcile --repair` has mended it.
 --
 -- The lent units leave this part's total (total = remaining + held + sold still holds here)
 -- and are in transit until the home part receives them (settle.lua, or receive.lua when
@@ -19,11 +21,15 @@
 -- once (its `received` hash), so none is counted twice. Activity total = sum of the parts'
 -- totals + sum(lent) - sum(borrowed).
 
-local meta = redis.call('HMGET', KEYS[1], 'remaining')
+local meta = redis.call('HMGET', KEYS[1], 'remaining', 'total', 'held', 'sold')
 if not meta[1] then
   return {'uninitialized'}
 end
 local remaining = tonumber(meta[1])
+local total, held, sold = tonumber(meta[2]), tonumber(meta[3] or 0), tonumber(meta[4] or 0)
+if not total or remaining < 0 or held < 0 or sold < 0 or remaining + held + sold ~= total then
+  return {'inconsistent', meta[2] or '', meta[1], meta[3] or '0', meta[4] or '0'}
+end
 local done = redis.call('HGET', KEYS[2], ARGV[1])
 if done then
   return {'lent', tonumber(string.match(done, '^(%d+)')), remaining}

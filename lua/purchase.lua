@@ -1,9 +1,10 @@
 -- purchase.lua: the single authority on one purchase. Atomic: Redis runs it alone.
 --
--- KEYS[1]  seckill:{<tag>}:meta    hash: starts_ms, ends_ms, per_user_limit, remaining
---                                  (-1 = unlimited), sold (units), seq (order sequence),
---                                  kind (absent or "stock"); sharded: shards, part, total,
---                                  held (units held by claims)
+-- KEYS[1]  seckill:{<tag>}:meta    hash: starts_ms, ends_ms, per_user_limit, unlimited
+--                                  ("1" unlimited stock, "0" counted), total, remaining,
+--                                  sold (units), seq (order sequence), kind (absent or
+--                                  "stock"); sharded: shards, part, held (units held by
+--                                  claims)
 -- KEYS[2]  seckill:{<tag>}:buyers  hash: user id -> order id (suffix "|c" once the orders
 --                                  worker has stored it in the database)
 -- KEYS[3]  seckill:{<tag>}:orders  stream of decided orders (never trimmed by length)
@@ -22,6 +23,9 @@
 --   {"rate_limited", ms}               over SECKILL_USER_RATE: nothing else was done
 --   {"ok", order_id, remaining[, pay_by]}  remaining is -1 for unlimited stock (this
 --                                      part's); pay_by (ms) with a payment window
+--   {"unmigrated"}                     the meta hash has no `unlimited` flag (written before
+--                                      it was): only the database can say; nothing was done
+--   {"inconsistent", total, remaining, sold, held}  the counters disagree (below): refused
 --   {"hold_expired", order_id}         this buyer's hold expired unpaid: no second purchase
 --   {"payment_keys"}                   a payment window, and its keys were not passed
 --   {"already_purchased", order_id}    idempotent repeat: the earlier order (may end in "|c")
@@ -40,6 +44,13 @@
 --   {"in_progress"}                    this buyer's claim is younger than CLAIM_LEASE_MS:
 --                                      another of their purchases is borrowing right now
 --
+-- Unlimited is the flag `unlimited`, never a value of a counter: a torn AOF replayed twice
+-- once left a limited activity with `remaining -1` (what "unlimited" used to be stored as),
+-- and it sold 502 of 500. So a counted activity's counters are checked on every purchase, at
+-- O(1) from the same HMGET: total = remaining + held + sold, none negative (held is 0
+-- unsharded); when they disagree nothing is sold until `seckill reconcile --repair` has made
+-- them agree with the database.
+--
 -- The opening checks (rate, existence, kind, window on Redis's clock) are include/
 -- sale_opening.lua, shared with grab.lua. The buyer check comes before the stock check so
 -- that a winner repeating the purchase after the sale sold out still learns their order id.
@@ -52,13 +63,25 @@
 
 local CLAIM_LEASE_MS = 10000
 local sale_kind = 'stock'
-local sale_fields = {'per_user_limit', 'remaining', 'shards', 'payment_window'}
+local sale_fields = {'per_user_limit', 'remaining', 'shards', 'payment_window', 'unlimited',
+  'total', 'sold', 'held'}
 -- @include sale_opening
 -- @include record_order
 -- @include payment_hold
+if not meta[8] then
+  return {'unmigrated'}
+end
+local unlimited = meta[8] == '1'
 local per_user_limit = tonumber(meta[4])
 local remaining = tonumber(meta[5])
 local shards = tonumber(meta[6] or 1)
+if not unlimited then
+  local total, sold, held_all = tonumber(meta[9]), tonumber(meta[10]), tonumber(meta[11] or 0)
+  if not (remaining and total and sold and held_all) or remaining < 0 or sold < 0
+      or held_all < 0 or remaining + held_all + sold ~= total then
+    return {'inconsistent', meta[9] or '', meta[5] or '', meta[10] or '', meta[11] or '0'}
+  end
+end
 
 local uid = ARGV[1]
 local existing = redis.call('HGET', KEYS[2], uid)
@@ -77,7 +100,7 @@ if not qty or qty < 1 or qty > per_user_limit or qty ~= math.floor(qty) then
 end
 
 local held = 0
-if shards > 1 and remaining >= 0 then
+if shards > 1 and not unlimited then
   local claim = redis.call('HGET', KEYS[4], uid)
   if claim then
     local claim_ms, held_units = string.match(claim, '^(%d+):%d+|(%d+)$')
@@ -105,7 +128,9 @@ if shards > 1 and remaining >= 0 then
   end
 end
 
-if remaining >= 0 then
+if unlimited then
+  remaining = -1
+else
   if remaining + held == 0 then
     return {'sold_out'}
   end

@@ -22,10 +22,10 @@ from tests.conftest import ADMIN, buy, expect
 
 
 def v2_meta(name: str, starts_ms: int, ends_ms: int, total: int, per_user_limit: int = 1,
-            part: tuple[int, int] | None = None) -> dict[str, Any]:
+            part: tuple[int, int] | None = None) -> dict[Any, Any]:
     """The meta hash of one stock activity (or of part j of n: ``part=(j, n)``), exactly as
     the code before the flag wrote it; ``total`` -1 for unlimited (remaining too)."""
-    fields: dict[str, Any] = {
+    fields: dict[Any, Any] = {
         "name": name, "kind": "stock", "starts_ms": starts_ms, "ends_ms": ends_ms,
         "total": total, "remaining": total, "per_user_limit": per_user_limit,
         "sold": 0, "seq": 0, "created_ms": now_ms(),

@@ -2,8 +2,9 @@
 -- `draw` activity moves forward, then says where one user stands. Every call of either script
 -- does this first, so the queue advances whenever anyone asks; no process runs a timer.
 --
--- KEYS[1] :meta      starts_ms, ends_ms, remaining (-1 unlimited), admission, admission_factor,
---                    admitted_total, queue_opens_ms
+-- KEYS[1] :meta      starts_ms, ends_ms, remaining, admission, admission_factor,
+--                    admitted_total, queue_opens_ms, unlimited ("1": unlimited stock; only
+--                    this flag says so, never a counter: see purchase.lua)
 -- KEYS[2] :buyers    user -> order id (the purchase script's)
 -- KEYS[3] :queue     sorted set: the waiting users, by place (lowest first): before the start
 --                    the 52-bit rank SHA-256(seed:user) gives (seckill/domain/admission.py),
@@ -21,12 +22,13 @@
 local MAX_STEP = 1000  -- users admitted or lapsed per call at most: a call stays short
 
 local meta = redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'remaining', 'admission',
-  'admission_factor', 'admitted_total', 'queue_opens_ms', 'paused')
+  'admission_factor', 'admitted_total', 'queue_opens_ms', 'paused', 'unlimited')
 if not meta[1] then
   return {'uninitialized'}
 end
 local starts_ms, ends_ms = tonumber(meta[1]), tonumber(meta[2])
-local remaining = tonumber(meta[3])
+local unlimited = meta[9] == '1'
+local remaining = unlimited and -1 or tonumber(meta[3])
 local admission = meta[4] or 'first_come'
 if admission == 'first_come' then
   return {'first_come'}
@@ -50,7 +52,7 @@ end
 -- Admit from the front of the queue into the room the units left make.
 local function admit(ttl_ms)
   local room
-  if remaining < 0 then
+  if unlimited then
     room = MAX_STEP
   else
     room = math.min(MAX_STEP, math.floor(remaining * factor) - redis.call('ZCARD', KEYS[4]))
@@ -88,7 +90,10 @@ local function view(user)
   local waiting, admitted = redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[4])
   local total = tonumber(redis.call('HGET', KEYS[1], 'admitted_total') or '0')
   local function answer(status, position, until_ms, order_id, lapsed_ms)
-    return {status, position or 0, until_ms or 0, waiting, admitted, remaining, now_ms,
+    -- A counted activity's remaining that reads negative (inconsistent: its purchases are
+    -- refused) is shown as none left, never as -1, which the gateway reads as unlimited.
+    local shown = unlimited and -1 or math.max(remaining, 0)
+    return {status, position or 0, until_ms or 0, waiting, admitted, shown, now_ms,
             starts_ms, total, order_id or '', lapsed_ms or 0}
   end
   if user == '' then

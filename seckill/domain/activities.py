@@ -22,7 +22,7 @@ MAX_PER_USER = 10_000
 MAX_NAME = 200
 MAX_SHARDS = 64
 MAX_PAYMENT_WINDOW = 86_400  # seconds: a day
-UNLIMITED = -1
+UNLIMITED = -1  # what an unlimited activity's total and remaining hold (its flag says so)
 
 # The states an operator filters by (Activity.console_state): the activity's, and paused.
 CONSOLE_STATES = ("upcoming", "open", "sold_out", "ended", "paused")
@@ -136,6 +136,10 @@ class Activity:
     paused: bool = False
     product: Product = dataclasses.field(default_factory=Product)
     sold: int | None = None
+    # Read from a meta hash written before its ``unlimited`` flag (``remaining -1`` meant
+    # unlimited then): the copy shows its raw counters until the database has been asked
+    # (seckill.store.recovery.Restorer.migrate).
+    unflagged: bool = False
 
     @property
     def queued(self) -> bool:
@@ -201,7 +205,7 @@ class Activity:
         fields: list[str | int] = [
             "name", self.name, "kind", self.kind,
             "starts_ms", self.starts_ms, "ends_ms", self.ends_ms,
-            "total", total, "remaining", remaining,
+            "unlimited", int(self.total is None), "total", total, "remaining", remaining,
             "per_user_limit", self.per_user_limit, "sold", 0, "seq", 0, "created_ms", created_ms,
         ]
         if self.kind == PACKETS:
@@ -233,16 +237,18 @@ class Activity:
 
     @classmethod
     def from_redis(cls, aid: str, fields: dict[str, str]) -> Activity:
-        """The activity its meta hash ``fields`` describe (no seed: Redis never holds it)."""
-        total = int(fields["total"])
-        remaining = int(fields["remaining"])
+        """The activity its meta hash ``fields`` describe (no seed: Redis never holds it).
+        Only the ``unlimited`` flag says unlimited: a counter is never read as such."""
+        unlimited = fields.get("unlimited") == "1"
+        total = None if unlimited else int(fields["total"])
+        remaining = None if unlimited else int(fields["remaining"])
         return cls(
             id=aid,
             name=fields.get("name", aid),
             starts_ms=int(fields["starts_ms"]),
             ends_ms=int(fields["ends_ms"]),
-            total=None if total == UNLIMITED else total,
-            remaining=None if remaining == UNLIMITED else remaining,
+            total=total,
+            remaining=remaining,
             per_user_limit=int(fields.get("per_user_limit", 1)),
             kind=fields.get("kind", STOCK),
             amount=int(fields["amount"]) if "amount" in fields else None,
@@ -259,6 +265,7 @@ class Activity:
                 price_amount=int(fields["price_amount"]) if "price_amount" in fields else None,
                 price_currency=fields.get("price_currency")),
             sold=int(fields.get("sold", 0)),
+            unflagged="unlimited" not in fields,
         )
 
 
@@ -375,3 +382,18 @@ def _refuse_other_kinds_fields(body: dict[str, Any], kind: str) -> None:
                 raise errors.BadRequest(
                     f"{field} applies to kind 'packets' only (add \"kind\": \"packets\")",
                     field=field)
+
+
+def counters_disagree(total: str | None, remaining: str | None, sold: str | None,
+                      held: str | None, unlimited: str | None) -> bool:
+    """Whether one meta hash's counters disagree (``lua/purchase.lua`` refuses to sell then):
+    a counted activity (or part) needs total = remaining + held + sold, none negative (held is
+    a sharded part's; 0 elsewhere). Unlimited stock has nothing to agree; a hash from before
+    the ``unlimited`` flag that reads -1/-1 is that era's unlimited, awaiting its migration."""
+    if unlimited == "1" or total is None:
+        return False
+    counts = [int(v or 0) for v in (total, remaining, sold, held)]
+    if unlimited is None and counts[0] == counts[1] == UNLIMITED:
+        return False
+    whole, left, gone, claimed = counts
+    return min(left, gone, claimed) < 0 or left + claimed + gone != whole

@@ -15,8 +15,9 @@ from seckill.store.shards import part_tags, split_units
 
 # What each part of a sharded activity adds to the whole: the activity's total is the sum of
 # (total + lent - borrowed) over the parts (units in transit between two parts count), and
-# what remains is that total less the units sold.
-PART_FIELDS = ("total", "remaining", "sold", "lent", "borrowed")
+# what remains is that total less the units sold. Then what says whether a part's counters
+# agree (total = remaining + held + sold: lua/purchase.lua): held, and the unlimited flag.
+PART_FIELDS = ("total", "remaining", "sold", "lent", "borrowed", "held", "unlimited")
 
 PUSH_CHUNK = 1000  # packets per RPUSH
 PIPELINE_CHUNKS = 10  # RPUSHes per round trip (and per progress report)
@@ -137,6 +138,5 @@ def whole(activity: Activity, parts: Sequence[Sequence[str | None]]) -> Activity
     sold = sum(int(part[2] or 0) for part in parts)
     if activity.total is None:
         return dataclasses.replace(activity, sold=sold)  # unlimited: no stock to count
-    total = sum(int(t or 0) + int(lent or 0) - int(borrowed or 0)
-                for t, _, _, lent, borrowed in parts)
+    total = sum(int(part[0] or 0) + int(part[3] or 0) - int(part[4] or 0) for part in parts)
     return dataclasses.replace(activity, total=total, remaining=total - sold, sold=sold)

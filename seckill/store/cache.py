@@ -168,6 +168,15 @@ class ActivityCache:
         activity = self.store.load(aid)
         if activity is None and self.restore is not None and self.restore(aid):
             activity = self.store.load(aid)
+        elif activity is not None and activity.unflagged and self.restore is not None:
+            # Stored before the unlimited flag: the restorer asks the database which it is
+            # (seckill.store.recovery.Restorer.migrate), once, on this process's first copy.
+            try:
+                self.restore(aid)
+                activity = self.store.load(aid)
+            except Exception as exc:  # the scripts refuse ("unmigrated") until it is done
+                log.warning("activity %s: could not give its meta hash the unlimited flag: "
+                            "%s: %s", aid, type(exc).__name__, exc)
         return activity
 
     def _make_room(self) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import redis
 
-from seckill.domain.activities import Activity, now_ms
+from seckill.domain.activities import Activity, counters_disagree, now_ms
 from seckill.store.connection import Client
 from seckill.store.controls import SaleControls
 from seckill.store.keys import KeySpace
@@ -30,6 +30,7 @@ from seckill.store.stock import StockService
 
 log = logging.getLogger("seckill.census")
 
+COUNTERS = ("total", "remaining", "sold", "held", "unlimited")  # counters_disagree's order
 RECENT_MS = 86_400_000  # a day after its end, an activity leaves the census
 MAX_ACTIVITIES = 500
 
@@ -47,6 +48,9 @@ class Count:
     waiting: int  # in the queue (queue and draw activities)
     oldest_pending_s: float  # age of the oldest decided order not yet stored (0: none)
     dead_letters: int
+    # Its counters disagree (on some part): every purchase answers 503 inconsistent until
+    # `seckill reconcile --repair` (lua/purchase.lua).
+    inconsistent: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -123,7 +127,16 @@ class CensusTaker:
             holds=payments["due"] if payments else 0, waiting=waiting,
             oldest_pending_s=max((self._oldest_pending_s(tag) for tag in tags), default=0.0),
             dead_letters=sum(int(self.client.xlen(self.keys.dead_letters(t))) for t in tags),
+            inconsistent=self._inconsistent(tags),
         )
+
+    def _inconsistent(self, tags: tuple[str, ...]) -> bool:
+        """Whether the counters of one of the meta hashes disagree, as the purchase script
+        judges them (:func:`counters_disagree`), in one round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        for tag in tags:
+            pipe.hmget(self.keys.meta(tag), COUNTERS)
+        return any(counters_disagree(*fields) for fields in pipe.execute())
 
     def _oldest_pending_s(self, tag: str) -> float:
         """Age of the stream's oldest entry the worker has not acknowledged: the oldest

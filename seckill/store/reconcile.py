@@ -15,7 +15,7 @@ from typing import Any
 import redis
 
 from seckill.domain import errors
-from seckill.domain.activities import PACKETS
+from seckill.domain.activities import PACKETS, counters_disagree
 from seckill.domain.orders import (
     CANCELLED,
     CONFIRMED,
@@ -63,24 +63,29 @@ def reconcile(restorer: Restorer, aid: str, repair: bool = False) -> dict[str, A
     if activity is None:
         return {"activity": aid, "action": "none",
                 "differences": {"database": "the database does not know this activity"}}
+    if repair:
+        restorer.migrate(aid)  # a meta hash from before the unlimited flag: flagged first
     pipe = client.pipeline(transaction=False)
-    pipe.hmget(keys.meta(aid), "total", "remaining", "sold", "amount_given")
+    pipe.hmget(keys.meta(aid), "total", "remaining", "sold", "amount_given", "unlimited")
     pipe.hlen(keys.buyers(aid))
     pipe.xlen(keys.orders(aid))
     pipe.llen(keys.packets(aid))
-    (total_raw, remaining_raw, sold_raw, given_raw), buyers, backlog, listed = pipe.execute()
+    (total_raw, remaining_raw, sold_raw, given_raw, flag), buyers, backlog, listed = (
+        pipe.execute())
     told_redis = told_by_redis(client, keys, aid)
     in_flight = orders_in_flight(client, keys.orders(aid))
     stored = restorer.book.orders_of(aid)
     live, _ = live_and_cancelled(stored)
     db_sold = sum(o.quantity for o in live.values())
     expected = {
+        "unlimited": int(activity.total is None),
         "total": -1 if activity.total is None else activity.total,
         "remaining": -1 if activity.total is None else activity.total - db_sold,
         "sold": db_sold,
         "buyers": len(live),
     }
-    actual = {"total": int(total_raw), "remaining": int(remaining_raw),
+    actual = {"unlimited": None if flag is None else int(flag),
+              "total": int(total_raw), "remaining": int(remaining_raw),
               "sold": int(sold_raw or 0), "buyers": int(buyers)}
     if activity.kind == PACKETS:
         unclaimed, given = unclaimed_packets(activity, list(live.values()))
@@ -99,8 +104,12 @@ def reconcile(restorer: Restorer, aid: str, repair: bool = False) -> dict[str, A
             for u, (r, d) in sorted(marks.items())[:100]]}
     unmarked = [(u, str(r[1])) for u, (r, d) in (marks or {}).items()
                 if r[0] == PENDING and d == (CONFIRMED, r[1])]
-    report: dict[str, Any] = {"activity": aid, "action": "none", "stream_backlog": int(backlog),
-                              "differences": differences}
+    report: dict[str, Any] = {
+        "activity": aid, "action": "none", "stream_backlog": int(backlog),
+        # Purchases refuse (503 inconsistent) while this holds: lua/purchase.lua, grab.lua.
+        "inconsistent": counters_disagree(total_raw, remaining_raw, sold_raw, None, flag)
+        or (activity.kind == PACKETS and int(listed) != int(remaining_raw)),
+        "differences": differences}
     if not repair:
         return report
     if len(unmarked) < len(marks or {}) or set(differences) - {"marks"}:

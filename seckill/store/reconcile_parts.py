@@ -6,16 +6,19 @@ holding units on the buyer's home part (the buyer's next purchase takes it over 
 older than the lease; ``--repair`` gives the units back to the part's stock), and possibly a
 **transfer** in transit: units a part lent that the home part never received (``--repair``
 delivers them, exactly once: ``lua/receive.lua``). Neither is ever sold twice. Compared too:
-the whole's total, sold units and buyers, and each buyer's order, against the database.
+the whole's total, sold units and buyers, and each buyer's order, against the database; and
+each part's counters with each other (total = remaining + held + sold: a part whose counters
+disagree refuses its purchases, and ``--repair`` rebuilds it from the database).
 """
 
 from __future__ import annotations
 
 import itertools
+import secrets
 from typing import Any
 
 from seckill.domain import errors
-from seckill.domain.activities import Activity
+from seckill.domain.activities import Activity, counters_disagree, now_ms
 from seckill.domain.orders import (
     CONFIRMED,
     NO_ORDER,
@@ -27,13 +30,15 @@ from seckill.domain.orders import (
     told_by_database,
 )
 from seckill.store.activities import PART_FIELDS
+from seckill.store.connection import Client
 from seckill.store.reconcile import orders_in_flight, told_by_redis
-from seckill.store.recovery import ORDERS_GROUP, Restorer
+from seckill.store.recovery import LOCK_TTL_MS, ORDERS_GROUP, Restorer, rebuild_parts
 from seckill.store.shards import part_tags
 
 # A claim or a transfer younger than this may belong to a purchase still under way: left
 # alone. (lua/settle.lua refuses claims older than 60 s, so past this none can settle.)
 STALE_MS = 90_000
+HELD_AT, UNLIMITED_AT = PART_FIELDS.index("held"), PART_FIELDS.index("unlimited")
 
 
 def reconcile_parts(restorer: Restorer, activity: Activity, repair: bool) -> dict[str, Any]:
@@ -47,8 +52,9 @@ def reconcile_parts(restorer: Restorer, activity: Activity, repair: bool) -> dic
         if not restorer.ensure(aid):
             raise errors.UnknownActivity(activity=aid)
         return {"activity": aid, "action": "rebuilt", "differences": {}}
-    t = client.time()
-    now = int(t[0]) * 1000 + int(t[1]) // 1000
+    if repair:
+        restorer.migrate(aid)  # parts from before the unlimited flag: flagged first
+    now = _now_ms(client, repair)
     pipe = client.pipeline(transaction=False)
     for tag in tags:
         pipe.hmget(keys.meta(tag), PART_FIELDS)
@@ -56,7 +62,8 @@ def reconcile_parts(restorer: Restorer, activity: Activity, repair: bool) -> dic
         pipe.hgetall(keys.transfers(tag))
         pipe.xlen(keys.orders(tag))
     replies = pipe.execute()
-    parts = [[int(v or 0) for v in f] for f in replies[0::4]]
+    raw = replies[0::4]
+    parts = [[int(v or 0) for v in f] for f in raw]
     claims, transfers, backlogs = replies[1::4], replies[2::4], replies[3::4]
     stale = [(tag, uid, value) for tag, found in zip(tags, claims, strict=True)
              for uid, value in found.items() if now - int(value.split(":", 1)[0]) > STALE_MS]
@@ -74,7 +81,7 @@ def reconcile_parts(restorer: Restorer, activity: Activity, repair: bool) -> dic
 
     stored = restorer.book.orders_of(aid)
     live, _ = live_and_cancelled(stored)
-    unlimited = parts[0][0] < 0
+    unlimited = raw[0][UNLIMITED_AT] == "1"  # the flag, never a counter
     whole = -1 if unlimited else sum(p[0] + p[3] - p[4] for p in parts)
     actual = {"total": whole, "sold": sum(p[2] for p in parts)}
     expected = {"total": -1 if activity.total is None else activity.total,
@@ -82,6 +89,15 @@ def reconcile_parts(restorer: Restorer, activity: Activity, repair: bool) -> dic
     differences: dict[str, Any] = {
         name: {"redis": actual[name], "database": expected[name]}
         for name in expected if actual[name] != expected[name]}
+    disagreeing = {j: {"total": f[0], "remaining": f[1], "sold": f[2], "held": f[HELD_AT]}
+                   for j, f in enumerate(raw)
+                   if counters_disagree(f[0], f[1], f[2], f[HELD_AT], f[UNLIMITED_AT])}
+    if disagreeing:
+        differences["parts"] = {"inconsistent": disagreeing}
+    unflagged = [j for j, f in enumerate(raw) if f[UNLIMITED_AT] is None]
+    if unflagged:
+        differences["unlimited"] = {"redis": {"unflagged parts": unflagged},
+                                    "database": int(activity.total is None)}
     if stale:
         differences["claims"] = {"count": len(stale), "units": sum(
             int(v.rsplit("|", 1)[1]) for _, _, v in stale)}
@@ -104,7 +120,7 @@ def reconcile_parts(restorer: Restorer, activity: Activity, repair: bool) -> dic
             for u, (r, d) in sorted(marks.items())[:100]]}
     report: dict[str, Any] = {"activity": aid, "action": "none",
                               "stream_backlog": sum(int(b) for b in backlogs),
-                              "differences": differences}
+                              "inconsistent": bool(disagreeing), "differences": differences}
     if not repair:
         return report
     done: list[str] = []
@@ -129,8 +145,45 @@ def reconcile_parts(restorer: Restorer, activity: Activity, repair: bool) -> dic
         restorer.scripts.confirm(keys=[keys.buyers(tag), keys.orders(tag)],
                                  args=[ORDERS_GROUP, "0", *itertools.chain.from_iterable(pairs)])
         done.append(f"{len(pairs)} orders marked confirmed")
-    if set(differences) - {"marks", "claims", "in_transit"} or len(unmarked) < len(marks):
+    if disagreeing:
+        if sum(int(backlogs[j]) for j in disagreeing):
+            done.append(f"refused to rebuild parts {sorted(disagreeing)}: orders are still "
+                        "waiting in their streams; run the worker first")
+        else:
+            rebuild_disagreeing(restorer, activity, [tags[j] for j in disagreeing])
+            done.append(f"parts {sorted(disagreeing)} rebuilt from the database")
+    if set(differences) - {"marks", "claims", "in_transit", "parts", "unlimited"} or len(
+            unmarked) < len(marks):
         done.append("left: the totals or orders differ otherwise; compare again once the "
                     "orders worker has drained the streams")
     report["action"] = "; ".join(done) if done else "none"
     return report
+
+
+def rebuild_disagreeing(restorer: Restorer, activity: Activity, tags: list[str]) -> None:
+    """Rebuild the parts whose counters disagree from the database, as if Redis had lost
+    them (``seckill.store.recovery.rebuild_parts``: the other parts are kept as they are),
+    under the rebuild lock. Call only once their streams are drained (their buyers come back
+    from the database)."""
+    keys, client, aid = restorer.keys, restorer.client, activity.id
+    lock, token = keys.rebuild_lock(aid), secrets.token_hex(16)
+    if not client.set(lock, token, nx=True, px=LOCK_TTL_MS):
+        raise errors.Uninitialized("another rebuild of this activity is in progress")
+    try:
+        for tag in tags:
+            client.delete(keys.meta(tag))
+        rebuild_parts(client, keys, restorer.scripts, activity, restorer.book.orders_of(aid))
+    finally:
+        restorer.scripts.unlock(keys=[lock], args=[token])
+
+
+def _now_ms(client: Client, repair: bool) -> int:
+    """What the claims' and transfers' ages are judged by. A repair acts on them: Redis's
+    clock, the one that stamped them. A report only reads, and TIME is no read (the server
+    flags it neither readonly nor connection, so a read-only ``seckill reconcile`` refuses to
+    send it: red team, issue 23): this host's clock, which only sets which claims the report
+    calls stale."""
+    if not repair:
+        return now_ms()
+    t: Any = client.time()
+    return int(t[0]) * 1000 + int(t[1]) // 1000

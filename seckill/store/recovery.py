@@ -32,7 +32,7 @@ from seckill.sql.book import OrderBook
 from seckill.store.activities import PART_FIELDS, ActivityStore
 from seckill.store.connection import Client
 from seckill.store.keys import CONFIRMED_SUFFIX, KeySpace
-from seckill.store.scripts import Scripts
+from seckill.store.scripts import Scripts, lua_source
 from seckill.store.shards import part_tags
 
 log = logging.getLogger("seckill.recovery")
@@ -97,27 +97,59 @@ class Restorer:
         self.scripts = scripts
         self.book = book
         self.wait_seconds = wait_seconds
+        self._mark = client.register_script(lua_source("migrate_unlimited"))
 
     def complete(self, aid: str) -> bool:
         """Whether Redis holds the activity, every part of it if it is sharded."""
+        return self._held(aid)[0]
+
+    def _held(self, aid: str) -> tuple[bool, bool]:
+        """(whether Redis holds every part of the activity, whether each part it holds has
+        the ``unlimited`` flag)."""
         pipe = self.client.pipeline(transaction=False)
         pipe.exists(self.keys.meta(aid))
         pipe.hget(self.keys.meta(aid), "shards")
-        exists, shards = pipe.execute()
+        pipe.hexists(self.keys.meta(aid), "unlimited")
+        exists, shards, flagged = pipe.execute()
         if not exists:
-            return False
+            return False, bool(flagged)
         if int(shards or 1) == 1:
-            return True
+            return True, bool(flagged)
         pipe = self.client.pipeline(transaction=False)
         for tag in part_tags(aid, int(shards)):
             pipe.exists(self.keys.meta(tag))
-        return all(pipe.execute())
+            pipe.hexists(self.keys.meta(tag), "unlimited")
+        found = pipe.execute()
+        held, flags = found[0::2], found[1::2]
+        return all(held), all(f for h, f in zip(held, flags, strict=True) if h)
+
+    def migrate(self, aid: str) -> bool:
+        """Give the activity's meta hashes written before the ``unlimited`` flag their flag,
+        as the database says (``total`` NULL: unlimited). Before the flag ``remaining -1``
+        meant unlimited, and a limited activity whose counter a torn replay left at -1 looks
+        the same: only the database can tell them apart. A limited one gets "0", and its
+        counters are then judged by the scripts. Returns False if the database does not know
+        the activity."""
+        activity = self.book.load_activity(aid)
+        if activity is None:
+            return False
+        flag = int(activity.total is None)
+        marked = [tag for tag in part_tags(aid, activity.shards)
+                  if self._mark(keys=[self.keys.meta(tag)], args=[flag])]
+        if marked:
+            log.warning("activity %s: %d meta hash(es) from before the unlimited flag given "
+                        "unlimited=%d, as the database says (total %s)", aid, len(marked), flag,
+                        "NULL" if activity.total is None else activity.total)
+        return True
 
     def ensure(self, aid: str) -> bool:
         """Make sure the activity's state is in Redis. Returns False if the database does not
         know the activity either; raises Unavailable if another gateway's rebuild is taking
         too long."""
-        if self.complete(aid):
+        complete, flagged = self._held(aid)
+        if complete:
+            if not flagged:  # a meta hash from before the unlimited flag: ask the database
+                self.migrate(aid)
             return True
         if aid not in self.known:
             return False

@@ -23,7 +23,7 @@ from typing import Any
 from redis.commands.core import Script
 
 from seckill.domain import errors
-from seckill.domain.activities import MAX_TOTAL
+from seckill.domain.activities import MAX_TOTAL, counters_disagree
 from seckill.store.activities import PART_FIELDS
 from seckill.store.connection import Client
 from seckill.store.keys import KeySpace
@@ -33,6 +33,9 @@ from seckill.store.shards import home_part, part_tags, split_units
 log = logging.getLogger("seckill.sharded")
 
 Run = Callable[[Script, list[str], list[Any]], Any]
+HELD_AT, UNLIMITED_AT = PART_FIELDS.index("held"), PART_FIELDS.index("unlimited")
+INCONSISTENT = ("this activity's stock counters disagree; nothing is sold until an operator "
+                "runs `seckill reconcile --repair`")
 
 
 class ShardedPurchases:
@@ -69,7 +72,7 @@ class ShardedPurchases:
             return list(reply)
         claim_id, need = str(reply[1]), int(reply[2])
         self.note(aid, shards, home, 0)
-        collected, unanswered = 0, 0
+        collected, unanswered, disagreeing = 0, 0, 0
         lent_by: list[int] = []  # settle.lua's pairs: donor part, units it lent
         for donor in self.donors(aid, shards, home):
             lender = tags[donor]
@@ -83,6 +86,9 @@ class ShardedPurchases:
                 log.warning("part %d of %s did not answer a lend for %s (%s)", donor, aid,
                             claim_id, exc.extra.get("detail", exc))
                 unanswered += 1
+                continue
+            if lent[0] == "inconsistent":  # it lends nothing until repaired (lua/lend.lua)
+                disagreeing += 1
                 continue
             collected += int(lent[1])
             if int(lent[1]) > 0:
@@ -98,6 +104,9 @@ class ShardedPurchases:
             raise errors.Unavailable(
                 "your purchase was interrupted; check your order status before retrying",
                 detail=str(settled[0]))
+        elif disagreeing and settled[0] in ("sold_out", "insufficient_stock"):
+            # The units may be on a part whose counters disagree: not "sold out" either.
+            return ["inconsistent", f"{disagreeing} lending part(s)"]
         elif unanswered and settled[0] in ("sold_out", "insufficient_stock"):
             # A part that did not answer may have had the units: not "sold out" (fail closed).
             raise errors.Unavailable("part of the stock could not be reached; try again",
@@ -106,10 +115,11 @@ class ShardedPurchases:
 
     def _on_part(self, aid: str, script: Script, keys: list[str], args: list[Any],
                  rate_keys: Sequence[str] = (), rate_args: Sequence[int] = ()) -> Any:
-        """Run a script on one part; a part Redis lost is rebuilt once, then asked again (not
-        counted against the rate again)."""
+        """Run a script on one part; a part Redis lost is rebuilt once (one without the
+        ``unlimited`` flag is given it from the database), then asked again (not counted
+        against the rate again)."""
         reply = self.run(script, keys + list(rate_keys), args + list(rate_args))
-        if reply[0] == "uninitialized":
+        if reply[0] in ("uninitialized", "unmigrated"):
             self.restore(aid)
             reply = self.run(script, keys, args)
         return reply
@@ -157,25 +167,27 @@ class ShardedPurchases:
         if any(part[0] is None for part in parts):
             self.restore(aid)
             parts = self.parts(client, aid, shards)
+        if parts_disagree(parts):
+            restock_refusal(["inconsistent"], add)
         if add >= 0:
-            total = sum(int(t or 0) + int(lent or 0) - int(borrowed or 0)
-                        for t, _, _, lent, borrowed, _ in parts)
+            total, _, _ = numbers(parts)
             if total >= 0 and total + add > MAX_TOTAL:
                 restock_refusal(["over_maximum", total], add)
             for part, share in enumerate(split_units(add, shards)):
                 if share or part == 0:  # part 0 also says whether the stock is countable
-                    restock_refusal(self.scripts.restock(
-                        keys=[self.keys.meta(tags[part])], args=[share, MAX_TOTAL]), add)
+                    restock_refusal(self._restock_part(aid, tags[part], share), add)
             return
         unsold = [int(part[1] or 0) for part in parts]
         left = -add
         if sum(unsold) < left:
             restock_refusal(["insufficient_stock", sum(unsold)], add)
         taken: list[tuple[str, int]] = []
+        reply: Any = None
         for part in sorted(range(shards), key=lambda j: -unsold[j]):
             take = min(unsold[part], left)
-            reply = self.scripts.restock(keys=[self.keys.meta(tags[part])],
-                                         args=[-take, MAX_TOTAL]) if take else None
+            reply = self._restock_part(aid, tags[part], -take) if take else None
+            if reply is not None and reply[0] == "inconsistent":
+                break
             if reply is not None and reply[0] == "ok":
                 taken.append((tags[part], take))
                 left -= take
@@ -183,21 +195,37 @@ class ShardedPurchases:
                 return
         for tag, take in taken:  # units were sold meanwhile: give back what was taken
             self.scripts.restock(keys=[self.keys.meta(tag)], args=[take, MAX_TOTAL])
+        if reply is not None and reply[0] == "inconsistent":
+            restock_refusal(reply, add)
         restock_refusal(["insufficient_stock", sum(unsold) - (-add - left)], add)
+
+    def _restock_part(self, aid: str, tag: str, add: int) -> Any:
+        """``lua/restock.lua`` on one part; a part without the ``unlimited`` flag (written
+        before it) is given it from the database once, then asked again."""
+        reply = self.scripts.restock(keys=[self.keys.meta(tag)], args=[add, MAX_TOTAL])
+        if reply[0] == "unmigrated":
+            self.restore(aid)
+            reply = self.scripts.restock(keys=[self.keys.meta(tag)], args=[add, MAX_TOTAL])
+        return reply
 
 
 def numbers(parts: Sequence[Sequence[str | None]]) -> tuple[int, int, int]:
     """(total, sold, buyers) of the whole from :meth:`ShardedPurchases.parts`: total is the
     sum of (total + lent - borrowed), so units in transit between parts still count; -1 when
-    unlimited."""
-    if int(parts[0][0] or 0) < 0:
+    unlimited (part 0's flag says so, never a counter)."""
+    if parts[0][UNLIMITED_AT] == "1":
         total = -1
     else:
-        total = sum(int(t or 0) + int(lent or 0) - int(borrowed or 0)
-                    for t, _, _, lent, borrowed, _ in parts)
+        total = sum(int(part[0] or 0) + int(part[3] or 0) - int(part[4] or 0) for part in parts)
     sold = sum(int(part[2] or 0) for part in parts)
-    buyers = sum(int(part[5] or 0) for part in parts)
+    buyers = sum(int(part[len(PART_FIELDS)] or 0) for part in parts)
     return total, sold, buyers
+
+
+def parts_disagree(parts: Sequence[Sequence[str | None]]) -> bool:
+    """Whether a part's counters disagree (:func:`counters_disagree`): its purchases refuse."""
+    return any(counters_disagree(part[0], part[1], part[2], part[HELD_AT], part[UNLIMITED_AT])
+               for part in parts)
 
 
 def restock_refusal(reply: Sequence[Any], add: int) -> None:
@@ -214,6 +242,8 @@ def restock_refusal(reply: Sequence[Any], add: int) -> None:
             total=int(reply[1]))
     if reply[0] == "not_countable":
         raise errors.BadRequest("unlimited stock and packets cannot be restocked")
+    if reply[0] == "inconsistent":
+        raise errors.Unavailable(INCONSISTENT, detail="inconsistent")
     if reply[0] == "uninitialized":
         raise errors.Uninitialized()
     raise errors.SeckillError(f"unexpected script reply {reply[0]!r}")

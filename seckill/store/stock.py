@@ -27,7 +27,7 @@ from seckill.store.durability import Durability
 from seckill.store.keys import KeySpace, split_buyer_entry
 from seckill.store.recovery import Restorer
 from seckill.store.scripts import Scripts
-from seckill.store.sharded import ShardedPurchases, numbers, restock_refusal
+from seckill.store.sharded import INCONSISTENT, ShardedPurchases, numbers, restock_refusal
 from seckill.store.shards import home_part, part_tags
 
 log = logging.getLogger("seckill.stock")
@@ -68,6 +68,7 @@ class StockService:
         self.rates = tuple(rates)
         self.sharded = ShardedPurchases(self._run, keys, scripts, self._restore)
         self._shards: dict[str, int] = {}  # activity id -> its number of parts (fixed)
+        self._inconsistent: set[str] = set()  # activities already logged as inconsistent
 
     # -- the decision ------------------------------------------------------------------
 
@@ -106,14 +107,14 @@ class StockService:
         ``window`` (a payment window, seconds; fixed at creation): the scripts get its keys,
         and the order is held until paid (``seckill.store.payments``)."""
         if shards > 1:
-            return _outcome(self.sharded.purchase(aid, uid, quantity, shards, self.rates,
-                                                  window), quantity, False)
+            return _outcome(self._checked(aid, self.sharded.purchase(
+                aid, uid, quantity, shards, self.rates, window)), quantity, False)
         args: list[Any] = [uid, quantity, aid]
         rate_keys = [self.keys.rate(aid, "purchase", uid, window) for _, window in self.rates]
         rate_args = [n for rate in self.rates for n in rate]
         restored = False
         reply: Any = None
-        for _ in range(4):  # at most one rebuild, one change of script, one of keys
+        for _ in range(4):  # at most one rebuild (or migration), one change of script, keys
             held = self.keys.payment_keys(aid) if window else []
             if kind == PACKETS:
                 keys = self.keys.grab_keys(aid) + held
@@ -123,8 +124,8 @@ class StockService:
                 reply = self._run(self.scripts.purchase, keys + rate_keys, args + rate_args,
                                   then)
             rate_keys, rate_args = [], []  # a retry of this attempt is not counted again
-            if reply[0] == "uninitialized" and not restored:
-                self._restore(aid)
+            if reply[0] in ("uninitialized", "unmigrated") and not restored:
+                self._restore(aid)  # a meta hash from before the unlimited flag: migrated
                 restored = True
             elif reply[0] == "wrong_kind" and str(reply[1]) != kind:
                 kind = str(reply[1])
@@ -132,7 +133,19 @@ class StockService:
                 window = 1  # this process's copy did not know the window: pass its keys
             else:
                 break
-        return _outcome(reply, quantity, kind == PACKETS)
+        return _outcome(self._checked(aid, reply), quantity, kind == PACKETS)
+
+    def _checked(self, aid: str, reply: Any) -> Any:
+        """The script's reply, unless its counters disagree (``lua/purchase.lua``): then
+        503 ``inconsistent``, logged once per activity in this process."""
+        if reply[0] != "inconsistent":
+            return reply
+        if aid not in self._inconsistent:
+            self._inconsistent.add(aid)
+            log.error("activity %s: its stock counters disagree (%s); every purchase is refused "
+                      "until `seckill reconcile %s --repair` makes them agree with the "
+                      "database", aid, " ".join(str(v) for v in reply[1:]), aid)
+        raise errors.Unavailable(INCONSISTENT, detail="inconsistent")
 
     def shards(self, aid: str) -> int:
         """The activity's number of parts (1: unsharded), from Redis or the database."""
@@ -231,7 +244,7 @@ class StockService:
         # there: that part's stock, whichever part they were borrowed from.
         keys, args = self.keys.cancel_keys(self.home_tag(aid, uid)), [order_id, uid, quantity, aid]
         reply = self._run(self.scripts.cancel, keys, args)
-        if reply[0] == "uninitialized":
+        if reply[0] in ("uninitialized", "unmigrated"):
             self._restore(aid)
             reply = self._run(self.scripts.cancel, keys, args)
         outcome = reply[0]
@@ -273,7 +286,7 @@ class StockService:
                 reply = ["ok", total, total - sold]
             else:  # with the durability wait, as a purchase
                 reply = self._run(self.scripts.restock, keys, args)
-                if reply[0] == "uninitialized":
+                if reply[0] in ("uninitialized", "unmigrated"):
                     self._restore(aid)
                     reply = self._run(self.scripts.restock, keys, args)
         except redis.RedisError as exc:
@@ -313,18 +326,18 @@ class StockService:
             )
         pipe = self.client.pipeline(transaction=False)
         pipe.hmget(self.keys.meta(aid), "total", "remaining", "sold", "kind", "amount",
-                   "amount_given")
+                   "amount_given", "unlimited")
         pipe.hlen(self.keys.buyers(aid))
-        (total_raw, remaining_raw, sold_raw, kind, amount, given), buyers = pipe.execute()
+        (total_raw, remaining_raw, sold_raw, kind, amount, given, flag), buyers = pipe.execute()
         if total_raw is None:
             if not self.restorer.ensure(aid):
                 return None
             return self.stats(aid)
-        total, remaining = int(total_raw), int(remaining_raw)
+        unlimited = flag == "1"  # only the flag says so, never a counter
         counts = self.book.counts(aid)
         return Stats(
-            total=None if total < 0 else total,
-            remaining=None if remaining < 0 else remaining,
+            total=None if unlimited else int(total_raw),
+            remaining=None if unlimited else int(remaining_raw),
             sold=int(sold_raw or 0),
             buyers=int(buyers),
             pending=max(0, int(buyers) - counts["confirmed"]),

@@ -40,6 +40,9 @@ class CensusCollector(Collector):
         oldest = family("seckill_orders_oldest_pending_seconds", "Age of the oldest decided "
                         "order the orders worker has not stored yet (0: none).")
         dead = family("seckill_dead_letters", "Entries in the activity's dead-letter stream.")
+        inconsistent = family("seckill_activity_inconsistent", "1 while the activity's stock "
+                              "counters disagree: purchases answer 503 inconsistent until "
+                              "`seckill reconcile --repair`.")
         for count in census.counts:
             aid = count.activity.id
             if count.remaining is not None:
@@ -56,4 +59,6 @@ class CensusCollector(Collector):
                 state.add_metric([aid, name], 1 if name == now else 0)
             oldest.add_metric([aid], count.oldest_pending_s)
             dead.add_metric([aid], count.dead_letters)
-        yield from (remaining, sold, buyers, orders, holds, waiting, paused, state, oldest, dead)
+            inconsistent.add_metric([aid], 1 if count.inconsistent else 0)
+        yield from (remaining, sold, buyers, orders, holds, waiting, paused, state, oldest, dead,
+                    inconsistent)

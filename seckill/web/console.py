@@ -101,6 +101,7 @@ def _row(count: Count, at_ms: int, counted: dict[str, dict[str, float]]) -> dict
         "holds": count.holds, "waiting": count.waiting,
         "oldest_pending_s": round(count.oldest_pending_s, 3),
         "dead_letters": count.dead_letters,
+        "inconsistent": count.inconsistent,  # refusing 503 inconsistent until repaired
         "outcomes": counted.get(count.activity.id, {}),
     }
 
