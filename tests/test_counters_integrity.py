@@ -64,6 +64,8 @@ def test_a_limited_activity_read_minus_one_refuses_until_reconcile_repairs_it(
     assert rds.hmget(meta, "remaining", "sold") == ["-1", "2"]
     assert rds.hlen(KeySpace(prefix).buyers(aid)) == 2
     assert flags(make_app, aid) == (1, True)
+    view = expect(make_app().test_client().get(f"/seckill/activities/{aid}"), 200)
+    assert (view["total"], view["remaining"]) == (5, 0)  # never -1, never "unlimited" (null)
 
     drained(settings)
     report = seckill("reconcile", aid, env=env)

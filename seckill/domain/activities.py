@@ -175,7 +175,9 @@ class Activity:
             "starts_at": iso_from_ms(self.starts_ms),
             "ends_at": iso_from_ms(self.ends_ms),
             "total": self.total,
-            "remaining": self.remaining,
+            # Never below 0 (the contract's range): a counter read negative is an inconsistent
+            # activity, which refuses purchases; it is never shown as "unlimited" either.
+            "remaining": None if self.remaining is None else max(self.remaining, 0),
             "per_user_limit": self.per_user_limit,
             "state": self.state(at_ms),
             "paused": self.paused,
@@ -390,10 +392,7 @@ def counters_disagree(total: str | None, remaining: str | None, sold: str | None
     a counted activity (or part) needs total = remaining + held + sold, none negative (held is
     a sharded part's; 0 elsewhere). Unlimited stock has nothing to agree; a hash from before
     the ``unlimited`` flag that reads -1/-1 is that era's unlimited, awaiting its migration."""
-    if unlimited == "1" or total is None:
+    whole, left, gone, claimed = (int(v or 0) for v in (total, remaining, sold, held))
+    if unlimited == "1" or total is None or (unlimited is None and whole == left == UNLIMITED):
         return False
-    counts = [int(v or 0) for v in (total, remaining, sold, held)]
-    if unlimited is None and counts[0] == counts[1] == UNLIMITED:
-        return False
-    whole, left, gone, claimed = counts
     return min(left, gone, claimed) < 0 or left + claimed + gone != whole
