@@ -191,15 +191,16 @@ def render(options: NginxOptions) -> str:
         f"        server {b} max_fails={options.max_fails} fail_timeout={options.fail_timeout}s;"
         for b in options.backends
     )
+    # The operator listener's: never taken out of the pool (see the template).
+    admin_backends = "\n".join(f"        server {b} max_fails=0;" for b in options.backends)
     if options.ip_rate == "off":
         limit = "            # per-IP limits: off (--ip-rate off)"
+        limit_conn = "        # per-IP connection limit: off (--ip-rate off)"
         rate = "1000r/s"  # the zone must still parse; nothing refers to it
     else:
         burst = f" burst={options.ip_burst} nodelay" if options.ip_burst else ""
-        limit = (
-            f"            limit_req zone=per_ip{burst};\n"
-            f"            limit_conn per_ip_conn {options.ip_connections};"
-        )
+        limit = f"            limit_req zone=per_ip{burst};"
+        limit_conn = f"        limit_conn per_ip_conn {options.ip_connections};"
         rate = options.ip_rate
     listen_host = options.listen_host
     if ":" in listen_host and not listen_host.startswith("["):
@@ -215,8 +216,10 @@ def render(options: NginxOptions) -> str:
             f"        }}" if options.metrics_port else "        # no exporter of nginx's counts"),
         "MIME_TYPES": mime or f"{run_dir}/mime.types",
         "BACKENDS": backends,
+        "ADMIN_BACKENDS": admin_backends,
         "IP_RATE": rate,
         "LIMIT_REQ": limit,
+        "LIMIT_CONN": limit_conn,
         "READ_TIMEOUT": f"{options.read_timeout}s",
         "CLIENT_TIMEOUT": f"{options.client_timeout}s",
         "LISTEN": f"{listen_host}:{options.port}",
