@@ -2,18 +2,29 @@
 // (kept in this tab's sessionStorage), draws answers per second with uPlot, and pulls the
 // levers (POST /admin/activities/<id>/pause|resume|end). Each activity's card is made once
 // and updated in place, so a focused button keeps its focus while the numbers move.
+// It says only what is true: when the state cannot be read (the gateway does not answer, or
+// it answers that Redis could not be read) the last known numbers stay, greyed, under "Data
+// stale since <time>", never an empty list; nginx's own 502/504s (GET /metrics/nginx, counted
+// from its access log, so they keep coming when no instance answers) are a series of their
+// own; a failed lever says the operator's message.
 (function () {
   "use strict";
   var KEY = "seckill-operator-token";
   var POLL_MS = 1000;
   var WINDOW = 120; // points on the chart: two minutes
   var GROUPS = ["ok", "sold_out", "rate_limited", "paused", "other"];
+  var NGINX = "nginx 502/504";
+  var LINES = GROUPS.concat([NGINX]);
   var COLORS = { ok: "#166534", sold_out: "#991b1b", rate_limited: "#92400e", paused: "#6d28d9",
                  other: "#374151" };
+  COLORS[NGINX] = "#dc2626";
+  var DONE = { pause: "paused", resume: "resumed", end: "ended" };
   var $ = function (id) { return document.getElementById(id); };
   var chart = null;
-  var series = [[]].concat(GROUPS.map(function () { return []; }));
-  var previous = null; // {t, totals: {group: n}, per: {aid: {ok: n}}}
+  var series = [[]].concat(LINES.map(function () { return []; }));
+  var previous = null; // {t, all: {group: n}, per: {aid: {ok: n}}}
+  var nginxBefore = null; // {t, errors}
+  var freshAt = null; // when the numbers shown were read (ms)
   var cards = {};
   var timer = null;
   var generation = 0;
@@ -30,12 +41,26 @@
     $("token").focus();
   }
 
+  // {status, body}: body null when the answer is not JSON (nginx's or a proxy's page).
   function call(method, path) {
     return fetch(path, { method: method, headers: { Authorization: "Bearer " + token() },
                          cache: "no-store" })
       .then(function (response) {
-        return response.json().then(function (body) { return { status: response.status, body: body }; });
+        return response.json().catch(function () { return null; }).then(function (body) {
+          return { status: response.status, body: body };
+        });
       });
+  }
+
+  // nginx's count of 502/504 (no instance answered), or null where no exporter is served.
+  function nginxErrors() {
+    return fetch("/metrics/nginx", { cache: "no-store" }).then(function (response) {
+      if (response.status !== 200) { return null; }
+      return response.text().then(function (text) {
+        var found = /^seckill_nginx_upstream_errors_total (\S+)$/m.exec(text);
+        return found ? Number(found[1]) : null;
+      });
+    }).catch(function () { return null; });
   }
 
   function group(outcome) { return GROUPS.indexOf(outcome) >= 0 ? outcome : "other"; }
@@ -52,9 +77,14 @@
     return { all: all, per: per };
   }
 
-  function drawChart(now, rates) {
+  function clock(ms) { return new Date(ms).toLocaleTimeString(); }
+
+  // One point a second: the gateway's rates (null, a gap, when they could not be read) and
+  // nginx's 502/504 rate (null where it is not served).
+  function drawChart(now, rates, nginxRate) {
     series[0].push(now / 1000);
-    GROUPS.forEach(function (g, i) { series[i + 1].push(rates[g]); });
+    GROUPS.forEach(function (g, i) { series[i + 1].push(rates ? rates[g] : null); });
+    series[LINES.length].push(nginxRate);
     if (series[0].length > WINDOW) { series.forEach(function (s) { s.shift(); }); }
     if (!chart) {
       var box = $("chart");
@@ -62,10 +92,11 @@
         width: Math.max(280, box.clientWidth), height: 220,
         scales: { x: { time: true } },
         axes: [{ space: 90, values: function (u, ticks) {
-          return ticks.map(function (t) { return new Date(t * 1000).toLocaleTimeString(); });
+          return ticks.map(function (t) { return clock(t * 1000); });
         } }, { label: "answers/s" }],
-        series: [{}].concat(GROUPS.map(function (g) {
-          return { label: g, stroke: COLORS[g], width: 2, points: { show: false } };
+        series: [{}].concat(LINES.map(function (g) {
+          return { label: g, stroke: COLORS[g], width: 2, points: { show: false },
+                   dash: g === NGINX ? [6, 4] : undefined };
         })),
       }, series, box);
       window.addEventListener("resize", function () {
@@ -74,9 +105,27 @@
     } else {
       chart.setData(series);
     }
-    $("rates").textContent = GROUPS.map(function (g) {
-      return g + " " + rates[g].toFixed(1) + "/s";
-    }).join(" · ");
+    var words = rates ? GROUPS.map(function (g) { return g + " " + rates[g].toFixed(1) + "/s"; })
+      : ["gateway: no numbers"];
+    if (nginxRate !== null) { words.push(NGINX + " " + nginxRate.toFixed(1) + "/s"); }
+    $("rates").textContent = words.join(" · ");
+  }
+
+  // What a failed lever tells the operator: never a buyer's words (the gateway's 503
+  // unavailable message is written for buyers: "check your order status").
+  function failure(action, r) {
+    var verb = { pause: "the pause", resume: "the resume", end: "the end" }[action];
+    var body = r.body;
+    if (!body || r.status === 502 || r.status === 504) {
+      return "the gateway did not answer (" + r.status + "): " + verb
+        + " may not have been applied; reload to see";
+    }
+    if (body.error === "unavailable") {
+      return "Redis could not be reached" + (body.detail ? " (" + body.detail + ")" : "")
+        + ": " + verb + " may not have been applied; the card shows the sale's state again"
+        + " once Redis answers";
+    }
+    return body.message || body.error || "refused (" + r.status + ")";
   }
 
   function lever(aid, action, name) {
@@ -85,11 +134,13 @@
     }
     call("POST", "/admin/activities/" + encodeURIComponent(aid) + "/" + action).then(function (r) {
       if (r.status === 401) { return showLogin("The token was refused."); }
-      var done = { pause: "paused", resume: "resumed", end: "ended" }[action];
-      $("announce").textContent = r.status === 200 ? name + ": sale " + done + "."
-        : name + ": " + (r.body.message || r.body.error || "refused") + ".";
+      $("announce").textContent = r.status === 200 ? name + ": sale " + DONE[action] + "."
+        : name + ": " + failure(action, r) + ".";
       poll(); // at once, then every second again
-    }).catch(function () { $("announce").textContent = name + ": no answer; try again."; });
+    }).catch(function () {
+      $("announce").textContent = name + ": no answer from the gateway: the " + action
+        + " may not have been applied; reload to see.";
+    });
   }
 
   function button(text, action, aid, name, danger) {
@@ -110,6 +161,9 @@
     var title = document.createElement("span");
     var badge = document.createElement("span");
     h.append(title, badge);
+    var alarm = document.createElement("p");
+    alarm.className = "alarm";
+    alarm.hidden = true;
     var bar = document.createElement("div");
     bar.className = "bar";
     bar.setAttribute("role", "progressbar");
@@ -125,15 +179,18 @@
     var resume = button("Resume", "resume", a.id, name);
     var end = button("End now", "end", a.id, name, true);
     levers.append(pause, resume, end);
-    li.append(h, bar, numbers, levers);
-    return { li: li, title: title, badge: badge, bar: bar, fill: fill, numbers: numbers,
-             pause: pause, resume: resume, end: end };
+    li.append(h, alarm, bar, numbers, levers);
+    return { li: li, title: title, badge: badge, alarm: alarm, bar: bar, fill: fill,
+             numbers: numbers, pause: pause, resume: resume, end: end };
   }
 
   function update(c, a, okRate) {
     c.title.textContent = a.name + " (" + a.id + ")";
     c.badge.textContent = a.state.replace("_", " ");
     c.badge.className = "badge " + a.state;
+    // Set by the purchase script's check: every purchase is refused until repaired.
+    c.alarm.hidden = a.inconsistent !== true;
+    c.alarm.textContent = "counters inconsistent: run seckill reconcile --repair";
     var total = a.total; var left = a.remaining;
     var share = total ? Math.round(100 * left / total) : (total === 0 ? 0 : 100);
     c.fill.style.width = share + "%";
@@ -142,7 +199,8 @@
     c.bar.setAttribute("aria-label", total === null ? "Unlimited stock"
       : left + " of " + total + " left");
     c.numbers.textContent = (total === null ? "unlimited" : left + " of " + total + " left")
-      + " · " + a.sold + " sold to " + a.buyers + " buyers · " + okRate.toFixed(1) + " ok/s"
+      + " · " + a.sold + " sold to " + a.buyers + " buyers"
+      + (okRate === null ? "" : " · " + okRate.toFixed(1) + " ok/s")
       + " · orders pending " + a.orders.pending + (a.oldest_pending_s ? " (oldest "
       + a.oldest_pending_s.toFixed(1) + " s)" : "") + (a.holds ? " · holds " + a.holds : "")
       + (a.waiting ? " · queue " + a.waiting : "") + (a.dead_letters ? " · dead letters "
@@ -153,65 +211,131 @@
     c.end.disabled = ended;
   }
 
-  function render(state) {
-    var now = state.now_ms;
+  function listItems(ul, items) { ul.replaceChildren.apply(ul, items); }
+
+  function mark(ok, up, down) {
+    var span = document.createElement("span");
+    span.className = ok ? "up" : "down";
+    span.textContent = ok ? up : down;
+    return span;
+  }
+
+  // The numbers could not be read now: keep the last ones, greyed, and say since when.
+  function showStale(since, why) {
+    $("console").classList.add("stale");
+    $("stale").hidden = false;
+    $("stale").textContent = "Data stale since " + (since === null ? "the console opened"
+      : clock(since)) + ": " + why + ". The numbers below are the last known.";
+  }
+
+  function render(state, now, nginxRate) {
+    var stale = state.stale === true;
     var counted = totals(state.activities);
-    var rates = {}; var perRate = {};
-    GROUPS.forEach(function (g) { rates[g] = 0; });
-    if (previous) {
-      var dt = Math.max(0.001, (now - previous.t) / 1000);
+    var rates = null; var perRate = {};
+    if (!stale && previous) {
+      rates = {};
+      var dt = Math.max(0.001, (state.now_ms - previous.t) / 1000);
       GROUPS.forEach(function (g) { rates[g] = Math.max(0, counted.all[g] - previous.all[g]) / dt; });
       Object.keys(counted.per).forEach(function (aid) {
         var before = previous.per[aid] ? previous.per[aid].ok : counted.per[aid].ok;
         perRate[aid] = Math.max(0, counted.per[aid].ok - before) / dt;
       });
     }
-    previous = { t: now, all: counted.all, per: counted.per };
-    drawChart(now, rates);
+    if (!stale) { previous = { t: state.now_ms, all: counted.all, per: counted.per }; }
+    drawChart(now, rates || (stale ? null : zeros()), nginxRate);
 
-    var pending = 0; var oldest = 0; var dead = 0;
-    var list = $("activities"); var seen = {};
-    state.activities.forEach(function (a) {
-      pending += a.orders.pending; dead += a.dead_letters;
-      oldest = Math.max(oldest, a.oldest_pending_s);
-      var c = cards[a.id];
-      if (!c) { c = cards[a.id] = card(a); list.append(c.li); }
-      update(c, a, perRate[a.id] || 0);
-      seen[a.id] = true;
-    });
-    Object.keys(cards).forEach(function (aid) {
-      if (!seen[aid]) { cards[aid].li.remove(); delete cards[aid]; }
-    });
-    $("no-activities").hidden = state.activities.length > 0;
-    $("backlog").textContent = pending + " orders decided and not yet stored"
-      + (pending ? "; the oldest for " + oldest.toFixed(1) + " s" : "") + ". Dead letters: "
-      + dead + ". Redis: " + (state.redis_up ? "up" : "DOWN") + ".";
+    // A stale state with no numbers (this instance never read any): the page's own stay.
+    if (!stale || state.activities.length) {
+      var list = $("activities"); var seen = {};
+      state.activities.forEach(function (a) {
+        var c = cards[a.id];
+        if (!c) { c = cards[a.id] = card(a); list.append(c.li); }
+        update(c, a, stale ? null : perRate[a.id] || 0);
+        seen[a.id] = true;
+      });
+      Object.keys(cards).forEach(function (aid) {
+        if (!seen[aid]) { cards[aid].li.remove(); delete cards[aid]; }
+      });
+      var pending = 0; var oldest = 0; var dead = 0;
+      state.activities.forEach(function (a) {
+        pending += a.orders.pending; dead += a.dead_letters;
+        oldest = Math.max(oldest, a.oldest_pending_s);
+      });
+      $("backlog").textContent = pending + " orders decided and not yet stored"
+        + (pending ? "; the oldest for " + oldest.toFixed(1) + " s" : "") + ". Dead letters: "
+        + dead + ".";
+    }
+    $("no-activities").hidden = stale || state.activities.length > 0;
 
-    var ul = $("instances");
-    ul.replaceChildren.apply(ul, state.instances.map(function (i) {
+    var nodes = state.redis_nodes || [{ address: "Redis", role: "server", ok: state.redis_up }];
+    listItems($("redis"), nodes.map(function (n) {
       var li = document.createElement("li");
-      var mark = document.createElement("span");
-      mark.className = i.ok ? "up" : "down";
-      mark.textContent = i.ok ? "healthy" : "down";
-      li.append(i.instance + ": ", mark, i.error ? " (" + i.error + ")" : "");
+      li.append("Redis " + n.address + " (" + n.role + "): ", mark(n.ok, "up", "DOWN"),
+                n.error ? " (" + n.error + ")" : "");
       return li;
     }));
-    $("status").textContent = "Live · " + new Date(now).toLocaleTimeString();
+    listItems($("instances"), state.instances.map(function (i) {
+      var li = document.createElement("li");
+      // An answer other than 200 is an instance alive but failing (its /healthz says what).
+      var unhealthy = /^HTTP /.test(i.error || "");
+      li.append(i.instance + ": ", mark(i.ok, "healthy", unhealthy ? "unhealthy" : "down"),
+                i.error ? " (" + i.error + ")" : "");
+      return li;
+    }));
+    if (stale) {
+      showStale(state.stale_since === null ? freshAt : state.stale_since,
+                "the gateway could not read Redis (" + (state.stale_reason || "no reason given") + ")");
+      $("status").textContent = "Stale · " + clock(state.now_ms);
+    } else {
+      freshAt = state.now_ms;
+      $("console").classList.remove("stale");
+      $("stale").hidden = true;
+      $("status").textContent = "Live · " + clock(state.now_ms);
+    }
+  }
+
+  function zeros() {
+    var none = {};
+    GROUPS.forEach(function (g) { none[g] = 0; });
+    return none;
+  }
+
+  // The state could not be had at all: the chart goes on with nginx's series alone.
+  function unanswered(why, now, nginxRate) {
+    drawChart(now, null, nginxRate);
+    previous = null; // the next rates start afresh, not over the gap
+    showStale(freshAt, why);
+    $("status").textContent = "No numbers · " + clock(now);
+  }
+
+  function nginxRateAt(now, errors) {
+    if (errors === null) { nginxBefore = null; return null; }
+    var rate = 0;
+    if (nginxBefore) {
+      rate = Math.max(0, errors - nginxBefore.errors) / Math.max(0.001, (now - nginxBefore.t) / 1000);
+    }
+    nginxBefore = { t: now, errors: errors };
+    return rate;
   }
 
   function poll() {
     // One loop only: a poll started by a lever supersedes the one in flight.
     var mine = ++generation;
     clearTimeout(timer);
-    return call("GET", "/admin/console/state").then(function (r) {
+    var asked = call("GET", "/admin/console/state").catch(function () { return null; });
+    return Promise.all([asked, nginxErrors()]).then(function (got) {
       if (mine !== generation) { return; }
-      if (r.status === 401) { sessionStorage.removeItem(KEY); return showLogin("The token was refused."); }
-      if (r.status !== 200) { $("status").textContent = "The gateway answered " + r.status; }
-      else { render(r.body); }
-      timer = setTimeout(poll, POLL_MS);
-    }).catch(function () {
-      if (mine !== generation) { return; }
-      $("status").textContent = "No answer from the gateway; retrying";
+      var r = got[0];
+      var now = Date.now();
+      var nginxRate = nginxRateAt(now, got[1]);
+      if (r && r.status === 401) {
+        sessionStorage.removeItem(KEY);
+        return showLogin("The token was refused.");
+      }
+      if (r === null) { unanswered("no answer from the gateway", now, nginxRate); }
+      else if (r.status !== 200 || !r.body) {
+        unanswered("the gateway did not answer (" + r.status + ")", now, nginxRate);
+      } else { render(r.body, now, nginxRate); }
       timer = setTimeout(poll, POLL_MS);
     });
   }

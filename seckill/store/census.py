@@ -6,6 +6,11 @@ stats, and kept for ``ttl`` seconds so that several scrapers (Prometheus on ever
 the console every second) cost one round of reads. Only activities that have not been over
 for more than ``RECENT_MS`` are counted, at most ``MAX_ACTIVITIES``: the cost stays bounded
 however many old sales the database holds.
+
+A reading that fails (Redis down, a master restarting and still loading its data) never passes
+for "no activities": the census then says why (``error``) and carries the last complete
+reading's counts with the moment they were read (``read_ms``), and each Redis server (each
+master of a cluster) is asked on its own, so the console can say which one is down.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import time
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 
 from seckill.domain.activities import Activity, counters_disagree, now_ms
 from seckill.store.connection import Client
@@ -54,12 +60,32 @@ class Count:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Node:
+    """One Redis server (the single one, or a master of a cluster), and whether it answered."""
+
+    address: str
+    role: str  # "server" or "master"
+    ok: bool
+    error: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Census:
     """Every recent activity's numbers, and whether Redis answered."""
 
     taken_ms: int
     redis_up: bool
     counts: list[Count]
+    # Why this reading failed (None: it did not), and when ``counts`` were read: taken_ms when
+    # fresh, the last complete reading's time when stale, None when this process has none.
+    error: str | None = None
+    read_ms: int | None = None
+    nodes: tuple[Node, ...] = ()
+
+    @property
+    def stale(self) -> bool:
+        """Whether ``counts`` are an earlier reading's (or none), not this moment's."""
+        return self.error is not None
 
 
 class CensusTaker:
@@ -77,6 +103,7 @@ class CensusTaker:
         self.ttl = ttl
         self._lock = threading.Lock()
         self._last: tuple[float, Census] | None = None
+        self._good: Census | None = None  # the last complete reading
 
     def take(self) -> Census:
         """The census, fresh or at most ``ttl`` seconds old."""
@@ -91,17 +118,45 @@ class CensusTaker:
         at = now_ms()
         try:
             self.client.ping()
-        except redis.RedisError:
-            return Census(at, False, [])
+            up = True
+        except redis.RedisError as exc:
+            return self._stale(at, False, exc, self._nodes(False, exc))
+        nodes = self._nodes(True, None)
         counts: list[Count] = []
         try:
             for activity in self._recent(at):
                 count = self._count(activity)
                 if count is not None:
                     counts.append(count)
-        except Exception as exc:  # a scrape never fails: what was read is shown
+        except Exception as exc:  # a scrape never fails: the last complete reading, said so
             log.warning("census incomplete: %s: %s", type(exc).__name__, exc)
-        return Census(at, True, counts)
+            return self._stale(at, up, exc, nodes)
+        census = Census(at, up, counts, None, at, nodes)
+        self._good = census
+        return census
+
+    def _stale(self, at: int, up: bool, exc: BaseException, nodes: tuple[Node, ...]) -> Census:
+        good = self._good
+        return Census(at, up, good.counts if good else [], f"{type(exc).__name__}: {exc}",
+                      good.read_ms if good else None, nodes)
+
+    def _nodes(self, up: bool, exc: BaseException | None) -> tuple[Node, ...]:
+        """Each server's answer: the single server's is the PING just sent; each master of a
+        cluster is asked on its own (one down leaves the others answering)."""
+        if not isinstance(self.client, RedisCluster):
+            options = self.client.connection_pool.connection_kwargs
+            address = str(options.get("path") or
+                          f"{options.get('host', 'localhost')}:{options.get('port', 6379)}")
+            return (Node(address, "server", up, None if exc is None else type(exc).__name__),)
+        found: list[Node] = []
+        for node in self.client.get_primaries():
+            try:
+                connection = node.redis_connection or self.client.get_redis_connection(node)
+                connection.ping()
+                found.append(Node(node.name, "master", True))
+            except Exception as failed:  # refused, timed out, loading: down for the console
+                found.append(Node(node.name, "master", False, type(failed).__name__))
+        return tuple(found)
 
     def _recent(self, at: int) -> list[Activity]:
         found: list[Activity] = []

@@ -43,7 +43,7 @@ class CensusCollector(Collector):
         inconsistent = family("seckill_activity_inconsistent", "1 while the activity's stock "
                               "counters disagree: purchases answer 503 inconsistent until "
                               "`seckill reconcile --repair`.")
-        for count in census.counts:
+        for count in [] if census.stale else census.counts:  # no stale numbers as current
             aid = count.activity.id
             if count.remaining is not None:
                 remaining.add_metric([aid], count.remaining)

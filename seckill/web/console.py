@@ -4,11 +4,17 @@ The page and its files hold no data, so they load without a token (a browser can
 bearer token when it opens a URL); the page asks the operator for the token and sends it with
 ``GET /admin/console/state`` and the levers, which check it like every operator call. The
 state is the census (seckill.store.census), the outcome counters every process of this host
-added up, and each gateway instance's health, asked in parallel.
+added up, and each gateway instance's health, asked in parallel. When the census could not be
+read, the state says so (``stale``, ``stale_since``, ``stale_reason``) and carries the last numbers
+read, never an empty list that would read as "no activities".
+
+The page and its files are sent with a Content-Security-Policy that allows only the console's
+own files (no inline script or style, no framing) and ``X-Frame-Options: DENY``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 import urllib.request
@@ -40,6 +46,9 @@ def _folder() -> Path:
 
 
 _TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
+# Its own files only: no inline script or style, no other origin, never inside a frame.
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 
 
 @functools.cache
@@ -52,6 +61,8 @@ def _file(name: str) -> Response:
     response = Response(_content(name), mimetype=_TYPES[Path(name).suffix])
     response.headers["Cache-Control"] = "no-cache"  # revalidated: a new version shows at once
     response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Content-Security-Policy"] = CSP
+    response.headers["X-Frame-Options"] = "DENY"
     return response
 
 
@@ -129,6 +140,12 @@ def blueprint() -> Blueprint:
         return {
             "now_ms": census.taken_ms,
             "redis_up": census.redis_up,
+            "redis_nodes": [dataclasses.asdict(node) for node in census.nodes],
+            # Stale: the activities are the last complete reading's, of stale_since (null:
+            # none yet), and stale_reason says why this one failed.
+            "stale": census.stale,
+            "stale_since": census.read_ms if census.stale else None,
+            "stale_reason": census.error,
             "activities": [_row(c, census.taken_ms, counted) for c in census.counts],
             # Without SECKILL_INSTANCES, this process alone: healthy while Redis answers.
             "instances": health(settings.instances) if settings.instances else [
