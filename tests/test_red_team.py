@@ -243,16 +243,13 @@ def test_no_path_or_query_answers_500(client: FlaskClient, make_activity: Any,
         assert response.mimetype == "application/json", (path, response.headers)
 
 
-_ACTIVITIES: dict[int, str] = {}
-
-
 def _shared_activity(client: FlaskClient) -> str:
-    # One activity per client (hypothesis runs its examples in one test's fixtures).
-    key = id(client)
-    if key not in _ACTIVITIES:
-        _ACTIVITIES.clear()
-        _ACTIVITIES[key] = create_activity(client, total=1000)["id"]
-    return _ACTIVITIES[key]
+    """One activity per client: hypothesis runs all its examples on one test's fixtures."""
+    aid: str | None = getattr(client, "red_team_aid", None)
+    if aid is None:
+        aid = create_activity(client, total=1000)["id"]
+        client.red_team_aid = aid  # type: ignore[attr-defined]
+    return aid
 
 
 @pytest.mark.parametrize("order_id", ["{aid}-1-\u00b2", "{aid}-\u00b2-1", "{aid}-1-\u0661",
@@ -299,3 +296,27 @@ def test_no_body_answers_500(client: FlaskClient, body: Any, target: str) -> Non
     assert response.status_code < 500, (target, body, response.get_data()[:300])
     if response.status_code >= 400:
         assert response.mimetype == "application/json", response.headers
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(changes=st.dictionaries(_FIELDS, _JSON | st.fixed_dictionaries(
+           {"amount": _JSON, "currency": _JSON}), min_size=1, max_size=3),
+       edit=st.booleans())
+def test_no_near_valid_activity_body_answers_500(client: FlaskClient, changes: dict[str, Any],
+                                                 edit: bool) -> None:
+    """A valid body with a field or three changed: the validators' deeper branches."""
+    if edit:
+        aid = _shared_activity(client)
+        changes = {k: v for k, v in changes.items()
+                   if k in ("name", "description", "image_url", "price")} or {"name": None}
+        response = client.open(f"/admin/activities/{aid}", method="PATCH",
+                               data=json.dumps(changes), headers=ADMIN,
+                               content_type="application/json")
+    else:
+        body = {"id": f"f{uuid.uuid4().hex[:10]}", "name": "Phone", "total": 3,
+                "starts_at": iso(-60), "ends_at": iso(3600), "queue_opens_at": iso(-120),
+                **changes}
+        response = client.post("/admin/activities", data=json.dumps(body), headers=ADMIN,
+                               content_type="application/json")
+    assert response.status_code < 500, (changes, response.get_data()[:300])
