@@ -228,12 +228,24 @@ def test_a_cached_answer_is_for_exactly_the_path_sent_upstream(
 @contextlib.contextmanager
 def dripping(base: str, method: str, path: str, source: str) -> Iterator[socket.socket]:
     """A request from ``source`` whose head is sent whole and whose 64-byte body is sent one
-    byte so far (then nothing: nginx waits up to client_body_timeout for the next)."""
+    byte so far (then nothing: nginx waits up to client_body_timeout for the next). Yielded
+    once nginx has let it through its limits and asked for the body: its ``100 Continue``
+    (sent when it starts reading a body, after limit_conn) has come back."""
     host, port = base.removeprefix("http://").rsplit(":", 1)
     sock = socket.create_connection((host, int(port)), timeout=10, source_address=(source, 0))
     try:
         sock.sendall(f"{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: "
-                     f"application/json\r\nContent-Length: 64\r\n\r\n{{".encode())
+                     "application/json\r\nContent-Length: 64\r\nExpect: 100-continue\r\n"
+                     "\r\n".encode())
+        interim = b""
+        for _ in range(100):
+            if b"\r\n\r\n" in interim:
+                break
+            chunk = sock.recv(4096)
+            assert chunk, interim  # closed before answering
+            interim += chunk
+        assert interim.startswith(b"HTTP/1.1 100 Continue\r\n\r\n"), interim
+        sock.sendall(b"{")
         yield sock
     finally:
         sock.close()
@@ -261,11 +273,9 @@ def test_one_address_holds_at_most_ip_connections_requests_on_every_location(
         with contextlib.ExitStack() as stack:
             drips = [stack.enter_context(dripping(proxy.base, method, path, crowd))
                      for method, path in targets[:limit]]
-            deadline = time.monotonic() + 10
-            while (extra := raw_request(proxy.base, "POST", "/healthz", b"{}", crowd))[0] != 429:
-                assert time.monotonic() < deadline, (extra, proxy.error_log()[-2000:])
-                time.sleep(0.05)
-            assert all(unanswered(drip) for drip in drips)  # each still held, none refused
+            assert all(unanswered(drip) for drip in drips)  # each held, waiting for its body
+            extra = raw_request(proxy.base, "POST", "/healthz", b"{}", crowd)
+            assert extra[0] == 429, (extra, proxy.error_log()[-2000:])
             _, headers, body = extra
             assert headers["content-type"].startswith("application/json"), headers
             assert isinstance(body, dict) and body["error"] == "rate_limited", body
