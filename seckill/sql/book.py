@@ -3,7 +3,9 @@
 Writes are idempotent: an order is inserted with ``ON CONFLICT DO NOTHING`` on its id and on
 the one-live-order-per-buyer index, so a redelivered stream entry never creates a second
 order; a cancellation is an UPDATE that only moves ``confirmed`` to ``cancelled``, a payment
-one that only moves ``due`` to ``paid``.
+one that only moves ``due`` to ``paid``. An update may arrive before its order (the purchase
+entry left pending by a killed worker, reclaimed later): the book says so, and the worker
+keeps the update until the order is stored (``seckill.worker.orders``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,15 @@ from seckill.domain.orders import (
 )
 from seckill.domain.product import Product
 from seckill.sql.schema import activities, ensure_schema, orders
+
+
+@dataclasses.dataclass(frozen=True)
+class Stored:
+    """What :meth:`OrderBook.store` left undone: the orders not stored because their buyer
+    holds another live order, and the order ids of updates whose order is not stored."""
+
+    conflicted: set[str]
+    orphans: set[str]
 
 
 class OrderBook:
@@ -187,58 +198,57 @@ class OrderBook:
     def store_batch(
         self, rows: Sequence[OrderRow], cancels: Sequence[Cancel | Paid] = ()
     ) -> set[str]:
-        """Insert orders and apply cancellations and payments in one transaction, in that
-        order. Each update is idempotent: a redelivered entry changes nothing more.
+        """:meth:`store`, for callers that only want the orders not stored."""
+        return self.store(rows, cancels).conflicted
 
-        Returns the ids of orders that could not be stored because their buyer already holds
-        another live order: that should never happen, and the caller dead-letters them rather
-        than acknowledging them silently.
+    def store(self, rows: Sequence[OrderRow], updates: Sequence[Cancel | Paid] = ()) -> Stored:
+        """Insert orders and apply cancellations and payments (in stream order) in one
+        transaction; a redelivered entry changes nothing more.
+
+        The updates go first, to the orders already stored; an update of an order in
+        ``rows`` is folded into its row, which is inserted in its final state (cancelled,
+        expired, paid): a batch may hold "buy, cancel, buy again" by one user, and an order
+        reclaimed late may come after its own cancel and its buyer's next order. What is
+        left undone is returned (:class:`Stored`): the caller keeps an update whose order is
+        not in the database yet (its purchase entry may still wait in a dead consumer's
+        pending list) rather than acknowledge it, and dead-letters a conflicted order.
         """
         self.ready()
         stored = now_ms()
-        waiting = list(rows)
+        values = {
+            r.order_id: {
+                "order_id": r.order_id,
+                "activity_id": r.activity_id,
+                "user_id": r.user_id,
+                "quantity": r.quantity,
+                "status": CONFIRMED,
+                "created_ms": r.created_ms,
+                "stored_ms": stored,
+                "amount": r.amount,
+                "payment": None if r.pay_by is None else DUE,
+                "pay_by": r.pay_by,
+                "cancelled_ms": None,
+                "payment_ref": None,
+                "paid_ms": None,
+            }
+            for r in rows
+        }
+        for update in updates:
+            if update.order_id in values:
+                _fold(values[update.order_id], update)
+        wanted = list(values) + [u.order_id for u in updates if u.order_id not in values]
         with self.engine.begin() as conn:
-            # A batch may hold "buy, cancel, buy again" by one user: the second order only fits
-            # once the cancel is applied. Each round inserts what fits, then applies the
-            # cancels; it stops when a round stores nothing new (at most one round per cancel).
-            for _ in range(len(cancels) + 1):
-                if waiting:
-                    conn.execute(
-                        self._insert(),
-                        [
-                            {
-                                "order_id": r.order_id,
-                                "activity_id": r.activity_id,
-                                "user_id": r.user_id,
-                                "quantity": r.quantity,
-                                "status": CONFIRMED,
-                                "created_ms": r.created_ms,
-                                "stored_ms": stored,
-                                "amount": r.amount,
-                                "payment": None if r.pay_by is None else DUE,
-                                "pay_by": r.pay_by,
-                            }
-                            for r in waiting
-                        ],
-                    )
-                for update in cancels:
-                    conn.execute(_update(update))
-                if not waiting:
-                    return set()
-                present = {
-                    r[0]
-                    for r in conn.execute(
-                        sa.select(orders.c.order_id).where(
-                            orders.c.order_id.in_([r.order_id for r in waiting])
-                        )
-                    )
-                }
-                left = [r for r in waiting if r.order_id not in present]
-                progress = len(left) < len(waiting)
-                waiting = left
-                if not waiting or not cancels or not progress:
-                    break
-        return {r.order_id for r in waiting}
+            for update in updates:
+                conn.execute(_update(update))
+            if values:
+                conn.execute(self._insert(), list(values.values()))
+            present: set[str] = set()
+            for start in range(0, len(wanted), 500):  # bounded IN lists
+                present.update(r[0] for r in conn.execute(
+                    sa.select(orders.c.order_id)
+                    .where(orders.c.order_id.in_(wanted[start:start + 500]))))
+        return Stored(conflicted={r.order_id for r in rows} - present,
+                      orphans={u.order_id for u in updates} - present)
 
     def mark_cancelled(self, order_id: str, at_ms: int | None = None) -> bool:
         """Cancel a confirmed order (at ``at_ms``, default now); whether a row changed."""
@@ -297,6 +307,18 @@ def _stored(row: Any) -> StoredOrder:
 
     return StoredOrder(row[0], row[1], row[2], int(row[3]), row[4], number(row[5]), row[6],
                        number(row[7]), row[8], number(row[9]))
+
+
+def _fold(row: dict[str, Any], entry: Cancel | Paid) -> None:
+    """Apply a cancellation or a payment to a row about to be inserted, as :func:`_update`
+    would once it is stored (the same conditions: a repeat changes nothing)."""
+    if isinstance(entry, Paid):
+        if row["payment"] == DUE:
+            row.update(payment=PAID, payment_ref=entry.ref, paid_ms=entry.at_ms)
+    elif row["status"] == CONFIRMED:
+        row.update(status=CANCELLED, cancelled_ms=entry.at_ms)
+        if entry.expired:
+            row["payment"] = EXPIRED
 
 
 def _update(entry: Cancel | Paid) -> Any:

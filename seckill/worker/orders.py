@@ -3,9 +3,10 @@
 Entries are read through one consumer group, stored in one transaction (idempotent inserts),
 and acknowledged only after the commit, in the same atomic step that marks the orders
 confirmed: a crash anywhere leaves them pending for a live consumer, a redelivered entry
-changes nothing in the database, and an acknowledged order is always marked. An entry that
-cannot be an order is dead-lettered rather than retried forever; a consumer that is gone is
-removed once its entries are reclaimed. Every command names one stream's keys, so it runs on
+changes nothing in the database, and an acknowledged order is always marked; an update read
+before its order is kept pending until the order is stored (``seckill.worker.deferred``). An
+entry that cannot be an order is dead-lettered (``seckill.worker.letters``); a consumer that is
+gone is removed once its entries are reclaimed. Every command names one stream's keys, so it runs on
 a cluster too (how streams are read there: ``seckill.worker.streams``); an ended activity's
 drained stream is retired (:class:`~seckill.worker.streams.Retirement`). The loop and its
 failure cases, step by step: docs/internals.md.
@@ -20,7 +21,6 @@ import socket
 import time
 from typing import Any
 
-import orjson
 import redis
 import sqlalchemy as sa
 
@@ -34,7 +34,9 @@ from seckill.store.keys import KeySpace, hash_tag
 from seckill.store.scripts import Scripts
 from seckill.store.shards import activity_of_tag, part_tags
 from seckill.worker import groups, replicas, streams
+from seckill.worker.deferred import Deferred, Held
 from seckill.worker.groups import GROUP
+from seckill.worker.letters import Letters
 from seckill.worker.stop import StopFlag
 from seckill.worker.streams import Batch, Retirement, redis_away
 
@@ -79,6 +81,9 @@ class OrdersWorker:
         # A consumer silent this long with nothing pending is gone (default: the claim bound).
         self.consumer_idle_ms = claim_idle_ms if consumer_idle_ms is None else consumer_idle_ms
         self.roster = groups.Roster(client)
+        # Updates read before their order is stored: kept pending, folded in when it comes.
+        self.deferred = Deferred(claim_idle_ms, max_deliveries)
+        self.letters = Letters(client, keys)
         self.max_deliveries = max_deliveries
         self.refresh_seconds = refresh_seconds
         self.backoff_max = backoff_max
@@ -174,6 +179,7 @@ class OrdersWorker:
         self.refresh_streams()
         if time.monotonic() - self._housekept_at >= 1.0:
             self._housekept_at = time.monotonic()
+            self.retry_deferred()
             handled = self.reclaim(stop)
             self.trim()
             self.retire()
@@ -195,7 +201,9 @@ class OrdersWorker:
                 self.client):
             self._sleep(self.poll_ms / 1000, stop)  # nothing anywhere: the cluster's BLOCK
         if own:
-            batch = self._ack_deleted(batch)
+            # The updates held on purpose are pending too: re-reading them is no progress.
+            batch = [(s, [(i, f) for i, f in entries if (s, i) not in self.deferred])
+                     for s, entries in self._ack_deleted(batch)]
             if not any(entries for _, entries in batch):
                 self._own_pending = False
                 return 0
@@ -213,8 +221,9 @@ class OrdersWorker:
             kept.append((stream, [(i, f) for i, f in entries if f]))
         return kept
 
-    def handle(self, batch: Batch, stop: StopFlag | None) -> int:
-        """Parse a batch, dead-letter the poison, store the rest; returns the entries seen."""
+    def handle(self, batch: Batch, stop: StopFlag | None, reclaimed: bool = False) -> int:
+        """Parse a batch, dead-letter the poison, store the rest; returns the entries seen.
+        ``reclaimed``: the batch was taken over from a consumer that left it pending."""
         if self.replicas:
             batch, held = replicas.confirmed(self.client, self.keys, batch, self.replicas,
                                              self.replica_timeout_ms)
@@ -236,22 +245,24 @@ class OrdersWorker:
                 else:
                     rows.append((stream, entry_id, parsed))
         if rows or cancels:
-            self.store(rows, cancels, stop)
+            self.store(rows, cancels, stop, reclaimed)
         return seen
 
     def store(
         self,
         rows: list[tuple[str, str, OrderRow]],
-        cancels: list[tuple[str, str, Cancel | Paid]],
+        cancels: list[Held],
         stop: StopFlag | None,
+        reclaimed: bool = False,
     ) -> None:
-        """Store and acknowledge a batch (one transaction), retrying while the database is down."""
+        """Store and acknowledge a batch (one transaction), retrying while the database is
+        down; the updates held for their orders go with it (:mod:`seckill.worker.deferred`)."""
+        reclaimed_ids = {(s, e) for s, e, _ in cancels} if reclaimed else set()
+        cancels = self.deferred.with_batch(cancels)
         delay = 0.2
         while True:
             try:
-                conflicted = self.book.store_batch(
-                    [r for _, _, r in rows], [c for _, _, c in cancels]
-                )
+                outcome = self.book.store([r for _, _, r in rows], [c for _, _, c in cancels])
                 break
             except sa.exc.OperationalError as exc:
                 # Connection refused, database locked or read-only, server gone: transient.
@@ -266,25 +277,32 @@ class OrdersWorker:
             except sa.exc.DBAPIError as exc:
                 # Something in the batch itself is refused: store one by one to isolate it.
                 log.error("database refused a batch (%s); isolating the bad entries", exc.orig)
-                self._store_one_by_one(rows, cancels)
+                self._store_one_by_one(rows, cancels, reclaimed_ids)
                 return
-        stored = [(s, e, r) for s, e, r in rows if r.order_id not in conflicted]
+        stored = [(s, e, r) for s, e, r in rows if r.order_id not in outcome.conflicted]
         for stream, entry_id, row in rows:
-            if row.order_id in conflicted:
+            if row.order_id in outcome.conflicted:
                 self.dead_letter(stream, row.activity_id, entry_id, dataclasses.asdict(row),
                                  "the buyer already holds another live order")
-        self._acknowledge(stored, cancels)
+        self._acknowledge(stored, self.deferred.settle(cancels, outcome.orphans, reclaimed_ids,
+                                                       self.letters))
+
+    def retry_deferred(self) -> None:
+        """Apply the held updates whose order is stored by now; acknowledge them."""
+        self._acknowledge([], self.deferred.retry(self.book, self.letters))
 
     def _store_one_by_one(
-        self, rows: list[tuple[str, str, OrderRow]], cancels: list[tuple[str, str, Cancel | Paid]]
+        self, rows: list[tuple[str, str, OrderRow]], cancels: list[Held],
+        reclaimed: set[tuple[str, str]],
     ) -> None:
         for stream, entry_id, row in rows:
             try:
-                conflicted = self.book.store_batch([row])
+                conflicted = self.book.store(
+                    [row], [c for _, _, c in cancels if c.order_id == row.order_id]).conflicted
             except sa.exc.OperationalError:
                 return  # the database went away: everything left stays pending
             except sa.exc.DBAPIError as exc:
-                if self._deliveries(stream, entry_id) >= self.max_deliveries:
+                if self.letters.deliveries(stream, entry_id) >= self.max_deliveries:
                     self.dead_letter(stream, row.activity_id, entry_id,
                                      dataclasses.asdict(row), f"database refused it: {exc.orig}")
                 continue
@@ -295,13 +313,14 @@ class OrdersWorker:
                 self._acknowledge([(stream, entry_id, row)], [])
         for stream, entry_id, cancel in cancels:
             try:
-                self.book.store_batch([], [cancel])
+                orphans = self.book.store([], [cancel]).orphans
             except sa.exc.DBAPIError:
                 continue
-            self._acknowledge([], [(stream, entry_id, cancel)])
+            self._acknowledge([], self.deferred.settle([(stream, entry_id, cancel)], orphans,
+                                                   reclaimed, self.letters))
 
     def _acknowledge(
-        self, rows: list[tuple[str, str, OrderRow]], cancels: list[tuple[str, str, Cancel | Paid]]
+        self, rows: list[tuple[str, str, OrderRow]], cancels: list[Held]
     ) -> None:
         """Mark the stored orders confirmed and acknowledge their entries: one atomic script
         per stream (``lua/confirm.lua``), so an acknowledged order is never left unmarked."""
@@ -323,19 +342,7 @@ class OrdersWorker:
         self, stream: str, aid: str, entry_id: str, fields: dict[str, Any], reason: str
     ) -> None:
         """Move an entry to its activity's dead-letter stream, with the reason; acknowledge it."""
-        log.error("dead-lettering %s %s: %s", stream, entry_id, reason)
-        pipe = self.client.pipeline(transaction=True)  # one slot: the stream's hash tag
-        pipe.xadd(self.keys.dead_letters(hash_tag(stream)), {
-            "stream": stream, "entry_id": entry_id, "reason": reason[:500],
-            "payload": orjson.dumps(fields, default=str).decode()[:4000],
-        })
-        pipe.xack(stream, GROUP, entry_id)
-        pipe.execute()
-        metrics.DEAD_LETTERS.inc()
-
-    def _deliveries(self, stream: str, entry_id: str) -> int:
-        pending: Any = self.client.xpending_range(stream, GROUP, entry_id, entry_id, 1)
-        return int(pending[0]["times_delivered"]) if pending else 0
+        self.letters.send(stream, entry_id, fields, reason)
 
     def reclaim(self, stop: StopFlag | None) -> int:
         """Take over entries another consumer left pending for ``claim_idle_ms``."""
@@ -354,7 +361,7 @@ class OrdersWorker:
             entries = [(str(i), f) for i, f in reply[1] if f]
             if entries:
                 log.info("reclaimed %d entries left pending on %s", len(entries), stream)
-                handled += self.handle([(stream, entries)], stop)
+                handled += self.handle([(stream, entries)], stop, reclaimed=True)
             self.forget_dead(stream)
         return handled
 
