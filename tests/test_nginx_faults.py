@@ -204,6 +204,28 @@ def test_a_normalised_path_never_poisons_the_micro_cache(
         assert (hit.status, hit.headers["X-Cache"]) == (200, "HIT"), hit.headers
 
 
+def test_after_a_quiet_spell_the_cached_view_is_fresh_not_as_old_as_the_spell(
+    instances: Instances, tmp_path: Path, http: urllib3.PoolManager
+) -> None:
+    """A page polling every few seconds must not see the activity as it was one poll ago: the
+    request that finds the cached second over fetches a fresh answer (no stale answer served
+    while a background refresh runs), so a view is at most the cache's second plus the
+    gateway copy's second old, however long nobody asked."""
+    with front(instances, tmp_path, ip_rate="off") as proxy:
+        aid = create_activity(http, proxy.admin_base, total=1)
+        view = f"{proxy.base}/seckill/activities/{aid}"
+        assert call(http, "GET", view).body["remaining"] == 1  # cached now
+        time.sleep(3)  # a quiet spell: the cached answer is over its second
+        buyer = bearer(f"quiet-{uuid.uuid4().hex[:6]}")
+        url = call(http, "GET", f"{proxy.base}/seckill/url?activity={aid}", buyer).body["url"]
+        assert call(http, "POST", f"{proxy.base}{url}", buyer).status == 200
+        # Every worker's copy is refreshed once a second; the next poll comes later still.
+        time.sleep(2.5)
+        seen = call(http, "GET", view)
+        assert (seen.body["state"], seen.body["remaining"]) == ("sold_out", 0), (
+            seen.body, seen.headers.get("X-Cache"))
+
+
 @pytest.mark.parametrize("fake_instance", ["answer"], indirect=True)
 def test_a_cached_answer_is_for_exactly_the_path_sent_upstream(
     instances: Instances, tmp_path: Path, fake_instance: FakeInstance
