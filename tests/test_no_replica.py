@@ -182,12 +182,13 @@ def test_every_durable_write_is_refused_while_no_replica_and_a_first_sync_counts
     with guarded_cluster(tmp_path / "cluster") as cluster:
         master = masters(cluster)[0]
         (replica,) = replicas_of(cluster, master)
-        stock, packets, held = (activity_on(cluster, master, tag) for tag in "spw")
+        stock, packets, held, levered = (activity_on(cluster, master, tag) for tag in "spwl")
         with gateway(cluster, master, tmp_path, prefix, database_url) as app:
             client = app.test_client()
             create_activity(client, id=stock, total=10)
             create_activity(client, id=packets, kind="packets", amount=1000, count=10)
             create_activity(client, id=held, total=10, payment_window=600)
+            create_activity(client, id=levered, total=10)
             cancel_me = buy(client, stock, "carol").get_json()["order_id"]
             pay_me = buy(client, held, "bob").get_json()["order_id"]
             cluster.kill(replica)
@@ -213,6 +214,10 @@ def test_every_durable_write_is_refused_while_no_replica_and_a_first_sync_counts
                 assert after == before
 
             unchanged_when_refused()
+            # Any other route's write (here an operator's lever) names the refusal the same way.
+            lever = client.post(f"/admin/activities/{levered}/pause", headers=ADMIN)
+            assert (lever.status_code, lever.get_json().get("detail")) == (503, "no_replica"), (
+                lever.get_json())
 
             with contextlib.closing(cluster.client(master)) as conn:
                 conn.config_set("repl-diskless-sync-delay", 3600)

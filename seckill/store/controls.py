@@ -19,6 +19,7 @@ from seckill.domain import errors
 from seckill.domain.activities import Activity, now_ms
 from seckill.sql.book import OrderBook
 from seckill.store.activities import ActivityStore
+from seckill.store.connection import unavailable
 from seckill.store.recovery import Restorer
 from seckill.store.shards import part_tags
 
@@ -43,7 +44,7 @@ class SaleControls:
             if activity is None and self.restorer.ensure(aid):
                 activity = self.store.load(aid)
         except redis.RedisError as exc:
-            raise errors.Unavailable(detail=type(exc).__name__) from exc
+            raise unavailable(exc) from exc
         if activity is None:
             raise errors.UnknownActivity(activity=aid)
         return activity
@@ -86,7 +87,7 @@ class SaleControls:
                 if gone:
                     client.hdel(self.store.keys.meta(tag), *gone)
         except redis.RedisError as exc:
-            raise errors.Unavailable(detail=type(exc).__name__) from exc
+            raise unavailable(exc) from exc
         try:
             client.publish(self.store.keys.stock_returned_channel(), activity.id)
         except redis.RedisError:
@@ -130,7 +131,7 @@ class SaleControls:
                      for aid, fields in zip(ids, replies, strict=True) if fields]
             summed = {a.id: w for a, w in zip(found, self.store.whole(found), strict=True) if w}
         except redis.RedisError as exc:
-            raise errors.Unavailable(detail=type(exc).__name__) from exc
+            raise unavailable(exc) from exc
         loaded = [summed.get(aid) or self._missing(aid, rebuild) for aid in ids]
         return [activity for activity in loaded if activity is not None]
 

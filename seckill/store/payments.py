@@ -26,6 +26,7 @@ import redis
 from seckill.domain import errors
 from seckill.domain.entries import PAYMENT_REF
 from seckill.domain.orders import CANCELLED, DUE, PAID, OrderStatus, activity_of_order
+from seckill.store.connection import unavailable
 from seckill.store.keys import KeySpace
 from seckill.store.recovery import part_of_order
 from seckill.store.shards import part_tags
@@ -52,7 +53,7 @@ class Payments:
             raw = self.stock.client.hget(self.keys.meta(aid), "payment_window")
             exists = raw is not None or bool(self.stock.client.exists(self.keys.meta(aid)))
         except redis.RedisError as exc:
-            raise errors.Unavailable(detail=type(exc).__name__) from exc
+            raise unavailable(exc) from exc
         if exists:
             window = int(raw or 0)
         else:
@@ -95,7 +96,7 @@ class Payments:
             try:
                 latest = self.stock.client.hget(self.keys.cancelled(tag), uid)
             except redis.RedisError as exc:
-                raise errors.Unavailable(detail=type(exc).__name__) from exc
+                raise unavailable(exc) from exc
             if status == CANCELLED or (latest is not None and str(latest) == order_id):
                 raise errors.AlreadyCancelled(order_id=order_id)
             raise errors.UnknownOrder(order_id=order_id)
@@ -105,7 +106,7 @@ class Payments:
         try:
             return self.stock._find(order_id, aid)
         except redis.RedisError as exc:
-            raise errors.Unavailable(detail=type(exc).__name__) from exc
+            raise unavailable(exc) from exc
 
     def annotate(self, aid: str, status: OrderStatus) -> OrderStatus:
         """A buyer's order status with its payment (``due``, ``paid``, ``expired``) and pay_by,
@@ -119,7 +120,7 @@ class Payments:
             pipe.zscore(self.keys.holds(tag), status.order_id)
             record, score = pipe.execute()
         except redis.RedisError as exc:
-            raise errors.Unavailable(detail=type(exc).__name__) from exc
+            raise unavailable(exc) from exc
         if record is None:
             return status  # cancelled by an operator while due: no payment to tell
         fields = str(record).split("|")

@@ -115,7 +115,7 @@ class AdmissionQueue:
         try:
             place: Any = self.client.zrank(self.keys.queue(aid), uid)
         except redis.RedisError as exc:
-            raise errors.Unavailable(detail=type(exc).__name__) from exc
+            raise unavailable(exc) from exc
         return None if place is None else int(place) + 1
 
     def set_factor(self, aid: str, factor: float) -> None:
@@ -125,4 +125,4 @@ class AdmissionQueue:
         try:
             self.client.hset(self.keys.meta(aid), "admission_factor", f"{factor:g}")
         except redis.RedisError as exc:
-            raise errors.Unavailable(detail=type(exc).__name__) from exc
+            raise unavailable(exc) from exc

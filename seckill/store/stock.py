@@ -155,7 +155,7 @@ class StockService:
         try:
             raw = self.client.hget(self.keys.meta(aid), "shards")
         except redis.RedisError as exc:
-            raise errors.Unavailable(detail=type(exc).__name__) from exc
+            raise unavailable(exc) from exc
         if raw is None:
             activity = self.book.load_activity(aid)
             if activity is None:
@@ -176,7 +176,7 @@ class StockService:
             if not self.restorer.ensure(aid):
                 raise errors.UnknownActivity(activity=aid)
         except redis.RedisError as exc:
-            raise errors.Unavailable(detail=type(exc).__name__) from exc
+            raise unavailable(exc) from exc
 
     # -- order status and cancellation -------------------------------------------------
 
@@ -191,7 +191,7 @@ class StockService:
             pipe.hget(self.keys.amounts(tag), uid)
             live, cancelled, initialized, amount = pipe.execute()
         except redis.RedisError as exc:
-            raise errors.Unavailable(detail=type(exc).__name__) from exc
+            raise unavailable(exc) from exc
         if not initialized and restore:
             # Redis lost the activity: "none" would be a lie; rebuild, then answer.
             self._restore(aid)
@@ -237,7 +237,7 @@ class StockService:
         try:
             uid, quantity, db_status = self._find(order_id, aid)
         except redis.RedisError as exc:
-            raise errors.Unavailable(detail=type(exc).__name__) from exc
+            raise unavailable(exc) from exc
         if db_status == CANCELLED:
             raise errors.AlreadyCancelled(order_id=order_id)
         # A sharded activity's order lives on its buyer's home part, and its units go back

@@ -15,6 +15,7 @@ import edge
 from seckill.domain import admission, errors
 from seckill.domain.activities import Activity, now_ms
 from seckill.services import Services
+from seckill.store.connection import unavailable
 from seckill.web.body import json_body, read_body
 from seckill.web.limits import ColdLimits
 
@@ -59,7 +60,7 @@ def blueprint(limits: ColdLimits) -> Blueprint:
         try:
             issued = _services().challenges.issue(aid, edge.passage().require_uid())
         except redis.RedisError as exc:
-            raise errors.Unavailable(detail=type(exc).__name__) from exc
+            raise unavailable(exc) from exc
         response = Response(orjson.dumps(issued), mimetype="application/json")
         response.headers["Cache-Control"] = "no-store"  # one per user, used once
         return response

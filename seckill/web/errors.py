@@ -9,6 +9,7 @@ from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
 from seckill.domain import errors
+from seckill.store.connection import unavailable
 from seckill.web.body import MAX_BODY, declared_length, refuse_nul_query
 from seckill.web.jsonio import json_response
 
@@ -38,8 +39,10 @@ def as_domain_error(exc: BaseException, method: str, path: str) -> errors.Seckil
     if isinstance(exc, redis.RedisError):
         # Fail closed: whatever needed Redis (the sale window, a purchase, an order lookup)
         # cannot be decided; the contract's answer is 503 unavailable, not 500.
+        # NOREPLICAS (no replica online) keeps its own detail on every route: refused before
+        # anything was decided.
         log.warning("redis unavailable on %s %s: %s", method, path, exc)
-        return errors.Unavailable(detail=type(exc).__name__)
+        return unavailable(exc)
     log.error("unexpected failure on %s %s", method, path, exc_info=exc)
     return errors.SeckillError()
 

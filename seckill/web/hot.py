@@ -25,6 +25,7 @@ from werkzeug.wrappers import Request
 from edge import IN_STOCK, PURCHASE_URL, RATE, SOLD_OUT, USER, WINDOW, Edge, Passage, Route
 from edge.purchase_url import PurchaseUrlSigner
 from seckill.domain import errors
+from seckill.store.connection import unavailable
 from seckill.store.queue import AdmissionQueue
 from seckill.store.sale import SaleState
 from seckill.web.body import (
@@ -188,7 +189,7 @@ class HotRoutes:
                 try:
                     self.challenges.verify(activity.id, uid, body.get("altcha"))
                 except redis.RedisError as exc:
-                    raise errors.Unavailable(detail=type(exc).__name__) from exc
+                    raise unavailable(exc) from exc
             view = self.queue.join(activity, uid)
         else:
             view = self.queue.status(activity.id, uid)
