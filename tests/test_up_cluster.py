@@ -195,6 +195,7 @@ def test_up_runs_a_cluster_restarts_a_killed_node_stops_every_node_and_comes_bac
         (["--redis-nodes", "3"], {"REDIS_URL": "redis://127.0.0.1:1/0"},
          "unset REDIS_URL, or drop --redis-nodes"),
         (["--redis-nodes", "3", "--replicas", "1"], {}, "holds a cluster of 3 node(s), not 6"),
+        ([], {"SECKILL_DURABILITY": "replica"}, "the single embedded Valkey has no replica"),
     ],
 )
 def test_up_refuses_a_bad_cluster(

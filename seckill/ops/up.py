@@ -221,6 +221,11 @@ def run(args: argparse.Namespace) -> int:
     # No production secret missing, every value valid (the worker's options too): refused
     # here, not in a crash loop of a child.
     settings = Settings.from_env(environ)
+    if (settings.durability == "replica" and not environ.get("REDIS_URL")
+            and args.redis_nodes is None):
+        # Every purchase would be refused (no_replica): say so now, not on the first buyer.
+        raise ConfigError("SECKILL_DURABILITY=replica: the single embedded Valkey has no "
+                          "replica; use --redis-nodes 3 --replicas 1, or REDIS_URL")
     root = project_root()
     nginx_bin = None if args.no_nginx else nginx_binary()
     _check_port_free(args.host, args.port)
