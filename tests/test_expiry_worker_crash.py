@@ -32,6 +32,7 @@ from seckill.worker.expiry import Expirer
 from seckill.worker.orders import GROUP
 from tests.conftest import ADMIN, BOTH_BACKENDS, order_status
 from tests.faults import (
+    WorkerThread,
     built_worker,
     drain,
     pending,
@@ -145,6 +146,34 @@ def test_a_payment_before_the_order_is_stored_is_kept(
     rows = {o.order_id: (o.status, o.payment, o.payment_ref)
             for o in stored_orders(database_url, aid)}
     assert rows == {order: ("confirmed", "paid", "pi_early")}
+    check_clean(app, rds, stream, prefix, aid)
+
+
+@BOTH_BACKENDS
+def test_a_warm_stop_hands_its_held_updates_to_the_next_worker_at_once(
+    app: Flask, client: FlaskClient, make_activity: Any, settings: Settings,
+    database_url: str, rds: redis.Redis, prefix: str,
+) -> None:
+    """The drill's stop-and-start: a worker holds a cancel whose purchase a killed worker
+    left pending, and is stopped warmly. Left as it was, the cancel would wait out the claim
+    bound (30 s) under the stopped worker's name; handed back (its idle time set past the
+    bound), the next worker takes it at its first reclaim, even with a 60 s bound."""
+    aid = make_activity(total=5)["id"]
+    stream = stream_key(prefix, aid)
+    order = buy_ok(client, aid, "ann")
+    assert read_then_die(settings, stream) == 1
+    assert client.post(f"/admin/orders/{order}/cancel", headers=ADMIN).status_code == 200
+    with built_worker(settings, block_ms=100, claim_idle_ms=60_000,
+                      consumer="stopped") as worker, WorkerThread(worker) as running:
+        wait_until(lambda: len(worker.deferred) == 1, 10, what="the cancel held")
+        running.stop()
+    with built_worker(settings, block_ms=100, claim_idle_ms=60_000, consumer="next") as worker:
+        worker.refresh_streams(force=True)
+        assert worker.reclaim(None) == 1, "the held cancel is claimable at once"
+        assert len(worker.deferred) == 1
+    settle(settings, rds, stream)
+    assert [(o.order_id, o.status) for o in stored_orders(database_url, aid)] == [
+        (order, "cancelled")]
     check_clean(app, rds, stream, prefix, aid)
 
 

@@ -13,6 +13,7 @@ fold it into its order's row as soon as the order comes (the next batch, or the 
 dead worker's entries), and retry it every housekeeping round. An entry is forgotten here after
 the claim bound: by then ``XAUTOCLAIM`` hands it back (to this worker or another) if it is
 still pending, and after ``max_deliveries`` such rounds without its order it is dead-lettered.
+A warm stop hands the held entries back at once (:meth:`Deferred.hand_back`).
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ import dataclasses
 import logging
 import time
 
+import redis
 import sqlalchemy as sa
 
 from seckill.domain.entries import Cancel, Paid
 from seckill.sql.book import OrderBook
+from seckill.store.connection import Client
+from seckill.worker.groups import GROUP
 from seckill.worker.letters import Letters
 
 log = logging.getLogger("seckill.worker")
@@ -59,6 +63,20 @@ class Deferred:
     def hold(self, stream: str, entry_id: str, update: Cancel | Paid) -> None:
         """Keep an update whose order is not stored (the time it was first held is kept)."""
         self._held.setdefault((stream, entry_id), (update, time.monotonic()))
+
+    def hand_back(self, client: Client, consumer: str) -> None:
+        """On a warm stop: set the held entries' idle time past the claim bound (``XCLAIM``
+        to ourselves with ``IDLE``; ``JUSTID`` counts no delivery), so that the next worker's
+        first reclaim takes them rather than wait out the bound under a name nobody reads."""
+        for stream, entry_id in list(self._held):
+            try:
+                client.xclaim(stream, GROUP, consumer, 0, [entry_id], idle=self.keep_ms,
+                              justid=True)
+            except redis.RedisError as exc:
+                log.warning("could not hand back the held updates (%s); they are claimed "
+                            "after the claim bound", exc)
+                return
+        self._held.clear()
 
     def release(self, stream: str, entry_id: str) -> None:
         """Forget an update: applied (its order is stored) or dead-lettered."""

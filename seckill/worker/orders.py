@@ -81,8 +81,7 @@ class OrdersWorker:
         # A consumer silent this long with nothing pending is gone (default: the claim bound).
         self.consumer_idle_ms = claim_idle_ms if consumer_idle_ms is None else consumer_idle_ms
         self.roster = groups.Roster(client)
-        # Updates read before their order is stored: kept pending, folded in when it comes.
-        self.deferred = Deferred(claim_idle_ms, max_deliveries)
+        self.deferred = Deferred(claim_idle_ms, max_deliveries)  # updates before their order
         self.letters = Letters(client, keys)
         self.max_deliveries = max_deliveries
         self.refresh_seconds = refresh_seconds
@@ -171,6 +170,7 @@ class OrdersWorker:
                             type(exc).__name__, exc)
                 self._own_pending = True
                 self._sleep(1.0, stop)
+        self.deferred.hand_back(self.client, self.consumer)  # the next worker takes them now
         self.leave()
         log.info("orders worker %s stopped", self.consumer)
 
@@ -222,8 +222,8 @@ class OrdersWorker:
         return kept
 
     def handle(self, batch: Batch, stop: StopFlag | None, reclaimed: bool = False) -> int:
-        """Parse a batch, dead-letter the poison, store the rest; returns the entries seen.
-        ``reclaimed``: the batch was taken over from a consumer that left it pending."""
+        """Parse a batch (``reclaimed``: taken over from another consumer), dead-letter the
+        poison, store the rest; returns the entries seen."""
         if self.replicas:
             batch, held = replicas.confirmed(self.client, self.keys, batch, self.replicas,
                                              self.replica_timeout_ms)
