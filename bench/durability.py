@@ -21,7 +21,8 @@ from pathlib import Path
 
 from bench.machine import describe
 from seckill.config import Settings
-from seckill.domain.activities import Activity, now_ms
+from seckill.domain.activities import Activity
+from seckill.domain.clock import now_ms
 from seckill.ops.embedded import EmbeddedValkey
 from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine

@@ -21,7 +21,8 @@ from typing import Any
 
 import redis
 
-from seckill.domain.activities import Activity, now_ms
+from seckill.domain.activities import Activity
+from seckill.domain.clock import now_ms
 from seckill.ops.embedded import EmbeddedValkey
 from seckill.store.activities import ActivityStore
 from seckill.store.keys import KeySpace

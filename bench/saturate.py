@@ -29,7 +29,8 @@ import redis
 
 from bench.clusterstack import node_delta, sample_node
 from seckill.config import Settings
-from seckill.domain.activities import Activity, now_ms
+from seckill.domain.activities import Activity
+from seckill.domain.clock import now_ms
 from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
 from seckill.store.activities import ActivityStore

@@ -31,7 +31,8 @@ from bench.stack import (
 from bench.wrk import WrkResult
 from edge.identity import mint_user_token
 from edge.purchase_url import PurchaseUrlSigner
-from seckill.domain.activities import Activity, now_ms
+from seckill.domain.activities import Activity
+from seckill.domain.clock import now_ms
 from seckill.store.activities import ActivityStore
 from seckill.store.keys import KeySpace
 from seckill.store.scripts import Scripts

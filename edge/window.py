@@ -10,7 +10,7 @@ from __future__ import annotations
 from edge import WINDOW, Passage
 from edge.sale import SaleFilter
 from seckill.domain import errors
-from seckill.domain.activities import iso_from_ms, now_ms
+from seckill.domain.clock import iso_from_ms, now_ms
 
 
 class SaleWindow(SaleFilter):

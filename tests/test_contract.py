@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from seckill.domain.activities import Activity, now_ms
+from seckill.domain.activities import Activity
+from seckill.domain.clock import now_ms
 from seckill.ops.embedded import free_port
 from seckill.web.errors import MAX_BODY
 from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect, iso, keys_of, user_headers

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import pytest
 
-from seckill.domain.activities import iso_from_ms, ms_from_iso
+from seckill.domain.clock import iso_from_ms, ms_from_iso
 from tests.conftest import ADMIN, expect, iso, keys_of, user_headers
 
 CLEAN_404 = {"unknown_activity", "not_found"}

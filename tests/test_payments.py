@@ -17,7 +17,7 @@ import redis
 from flask import Flask
 from flask.testing import FlaskClient
 
-from seckill.domain.activities import now_ms
+from seckill.domain.clock import now_ms
 from seckill.store.keys import KeySpace
 from seckill.worker.expiry import Expirer
 from seckill.worker.stop import StopFlag

@@ -20,7 +20,7 @@ import redis
 from flask import Flask
 
 from seckill.config import Settings
-from seckill.domain.activities import now_ms
+from seckill.domain.clock import now_ms
 from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
 from seckill.store.keys import KeySpace

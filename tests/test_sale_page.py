@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import redis
 
-from seckill.domain.activities import ms_from_iso
+from seckill.domain.clock import ms_from_iso
 from tests.conftest import iso
 from tests.servers import REPO_ROOT, require
 from tests.test_cli import call

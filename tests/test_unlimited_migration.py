@@ -14,7 +14,8 @@ from typing import Any
 
 import redis
 
-from seckill.domain.activities import Activity, now_ms
+from seckill.domain.activities import Activity
+from seckill.domain.clock import now_ms
 from seckill.store.keys import KeySpace
 from seckill.store.shards import part_tags
 from tests.backends import redis_backend  # noqa: F401  (each test on both)

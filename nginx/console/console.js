@@ -70,6 +70,7 @@
     GROUPS.forEach(function (g) { all[g] = 0; });
     activities.forEach(function (a) {
       per[a.id] = { ok: (a.outcomes && a.outcomes.ok) || 0 };
+      if (a.rehearsal === true) { return; }  // a drill's rehearsal: not in the shop's totals
       Object.keys(a.outcomes || {}).forEach(function (outcome) {
         all[group(outcome)] += a.outcomes[outcome];
       });
@@ -186,7 +187,7 @@
 
   function update(c, a, okRate) {
     c.title.textContent = a.name + " (" + a.id + ")";
-    c.badge.textContent = a.state.replace("_", " ");
+    c.badge.textContent = a.state.replace("_", " ") + (a.rehearsal === true ? " (rehearsal)" : "");
     c.badge.className = "badge " + a.state;
     // Set by the purchase script's check: every purchase is refused until repaired.
     c.alarm.hidden = a.inconsistent !== true;

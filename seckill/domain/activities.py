@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import time
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from seckill.domain import admission as admissions
 from seckill.domain import errors, packets, product
+from seckill.domain.clock import iso_from_ms, ms_from_iso, now_ms
 from seckill.domain.product import Product
 
 ACTIVITY_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -32,50 +31,11 @@ PACKETS = "packets"
 KINDS = (STOCK, PACKETS)
 
 _COMMON_FIELDS = {"id", "name", "starts_at", "ends_at", "kind", "payment_window", "admission",
-                  "queue_opens_at", "challenge"} | product.FIELDS
+                  "queue_opens_at", "challenge", "rehearsal"} | product.FIELDS
 _CREATE_FIELDS = {
     STOCK: _COMMON_FIELDS | {"total", "per_user_limit", "shards"},
     PACKETS: _COMMON_FIELDS | {"amount", "count"},
 }
-
-
-def now_ms() -> int:
-    """The current wall-clock time, in milliseconds since the Unix epoch."""
-    return time.time_ns() // 1_000_000
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_ONE_MS = timedelta(milliseconds=1)
-_LAST_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
-
-
-def iso_from_ms(ms: int) -> str:
-    """An epoch-milliseconds time as ISO 8601 UTC (``Z``); milliseconds shown only if not 0."""
-    stamp = _EPOCH + timedelta(milliseconds=ms)  # exact: no float seconds
-    text = stamp.isoformat(timespec="milliseconds" if ms % 1000 else "seconds")
-    return text.replace("+00:00", "Z")
-
-
-def ms_from_iso(value: Any, field: str) -> int:
-    """Epoch milliseconds of an ISO 8601 time with an offset; BadRequest naming ``field``."""
-    if not isinstance(value, str) or len(value) > 64:
-        raise errors.BadRequest(f"{field} must be an ISO 8601 time with an offset", field=field)
-    try:
-        stamp = datetime.fromisoformat(value)
-    except ValueError:
-        raise errors.BadRequest(
-            f"{field} is not an ISO 8601 time: {value!r}", field=field
-        ) from None
-    if stamp.tzinfo is None:
-        raise errors.BadRequest(
-            f"{field} needs an offset (e.g. 2026-11-21T12:00:00Z)", field=field
-        )
-    ms = (stamp - _EPOCH) // _ONE_MS  # exact; float seconds would lose a millisecond
-    if not 0 <= ms <= _LAST_MS:
-        # An offset can push 9999-12-31 past year 9999 (or 0001-01-01 before year 1): such a
-        # time could not be written back as ISO 8601 in the activity's body.
-        raise errors.BadRequest(f"{field} must be between 1970 and 9999 (UTC)", field=field)
-    return ms
 
 
 def is_activity_id(value: object) -> bool:
@@ -140,6 +100,9 @@ class Activity:
     # unlimited then): the copy shows its raw counters until the database has been asked
     # (seckill.store.recovery.Restorer.migrate).
     unflagged: bool = False
+    # A rehearsal (``seckill drill --target``): sells like any other, but is left out of the
+    # metrics, the console's totals and anything sent to the shop.
+    rehearsal: bool = False
 
     @property
     def queued(self) -> bool:
@@ -183,6 +146,8 @@ class Activity:
             "paused": self.paused,
             **self.product.body(),
         }
+        if self.rehearsal:
+            body["rehearsal"] = True
         if self.kind == PACKETS:
             body["amount"] = self.amount
             body["count"] = self.total
@@ -224,6 +189,8 @@ class Activity:
                        "admitted_total", 0]
         if self.paused:
             fields += ["paused", 1]
+        if self.rehearsal:
+            fields += ["rehearsal", 1]
         for field, value in dataclasses.asdict(self.product).items():
             if value is not None:
                 fields += [field, value]
@@ -268,6 +235,7 @@ class Activity:
                 price_currency=fields.get("price_currency")),
             sold=int(fields.get("sold", 0)),
             unflagged="unlimited" not in fields,
+            rehearsal=fields.get("rehearsal") == "1",
         )
 
 
@@ -355,6 +323,9 @@ def parse_new_activity(body: Any, at_ms: int | None = None, seed: int | None = N
     if ends_ms <= (now_ms() if at_ms is None else at_ms):
         raise errors.BadRequest("ends_at is in the past", field="ends_at")
     admission, opens_ms, challenge = admissions.parse_admission(body, starts_ms, ms_from_iso)
+    rehearsal = body.get("rehearsal", False)
+    if not isinstance(rehearsal, bool):
+        raise errors.BadRequest("rehearsal must be true or false", field="rehearsal")
     if admission != admissions.FIRST_COME and shards > 1:
         # The queue bounds admissions by the units left, read in one slot: a sharded
         # activity's units are in many.
@@ -366,7 +337,7 @@ def parse_new_activity(body: Any, at_ms: int | None = None, seed: int | None = N
         amount=amount, seed=seed, shards=shards, payment_window=window,
         admission=admission, queue_opens_ms=opens_ms, challenge=challenge,
         draw_seed=None if admission == admissions.FIRST_COME else admissions.new_seed(),
-        product=product.parse(body),
+        product=product.parse(body), rehearsal=rehearsal,
     )
 
 

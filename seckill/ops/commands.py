@@ -170,7 +170,8 @@ def _total(args: argparse.Namespace) -> int | None:
 
 
 def _activity_body(args: argparse.Namespace) -> dict[str, Any]:
-    from seckill.domain.activities import PACKETS, iso_from_ms, ms_from_iso, now_ms
+    from seckill.domain.activities import PACKETS
+    from seckill.domain.clock import iso_from_ms, ms_from_iso, now_ms
     from seckill.ops.sale_commands import product_body
 
     if args.starts_at is not None:
@@ -215,7 +216,8 @@ def _activity_body(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_activity_create(args: argparse.Namespace) -> int:
     """``seckill activity create``: validate and create an activity, then print it."""
-    from seckill.domain.activities import PACKETS, now_ms, parse_new_activity
+    from seckill.domain.activities import PACKETS, parse_new_activity
+    from seckill.domain.clock import now_ms
     from seckill.ops.progress import ProgressBar
     from seckill.store import catalog
 
@@ -235,7 +237,7 @@ def cmd_activity_create(args: argparse.Namespace) -> int:
 def cmd_activity_show(args: argparse.Namespace) -> int:
     """``seckill activity show``: print an activity. Reads only: when Redis has no copy, the
     database's is printed, with a note on stderr, and nothing is rebuilt."""
-    from seckill.domain.activities import now_ms
+    from seckill.domain.clock import now_ms
 
     checked_activity_id(args.id)
     note = ""
@@ -278,7 +280,8 @@ def cmd_activity_restock(args: argparse.Namespace) -> int:
     """``seckill activity restock``: add (or remove unsold) units, then print the activity."""
     import dataclasses
 
-    from seckill.domain.activities import MAX_TOTAL, now_ms
+    from seckill.domain.activities import MAX_TOTAL
+    from seckill.domain.clock import now_ms
 
     checked_activity_id(args.id)
     if abs(args.units) > MAX_TOTAL:
@@ -302,8 +305,8 @@ def cmd_activity_admission(args: argparse.Namespace) -> int:
     activity (the admin API's path: POST /admin/activities/<aid>/admission)."""
     import dataclasses
 
-    from seckill.domain.activities import now_ms
     from seckill.domain.admission import parse_factor
+    from seckill.domain.clock import now_ms
 
     checked_activity_id(args.id)
     factor = parse_factor({"factor": args.factor})  # the admin API's validation

@@ -18,7 +18,7 @@ _COLUMNS = ("id", "state", "paused", "remaining", "total", "sold", "starts_at", 
 
 def cmd_activity_list(args: argparse.Namespace) -> int:
     """``seckill activity list``: every activity with its state and numbers (reads only)."""
-    from seckill.domain.activities import now_ms
+    from seckill.domain.clock import now_ms
 
     rows: list[dict[str, Any]] = []
     with store_services(READ) as services:
@@ -54,7 +54,7 @@ def _cell(value: Any) -> str:
 
 def cmd_activity_lever(args: argparse.Namespace) -> int:
     """``seckill activity pause|resume|end``: pull the lever, then print the activity."""
-    from seckill.domain.activities import now_ms
+    from seckill.domain.clock import now_ms
 
     checked_activity_id(args.id)
     with store_services(WRITE) as services:

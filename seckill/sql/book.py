@@ -19,8 +19,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from seckill.domain import errors
-from seckill.domain.activities import PACKETS, Activity, now_ms
+from seckill.domain.activities import PACKETS, Activity
 from seckill.domain.admission import FIRST_COME
+from seckill.domain.clock import now_ms
 from seckill.domain.entries import Cancel, Paid
 from seckill.domain.orders import (
     CANCELLED,
@@ -88,6 +89,7 @@ class OrderBook:
                         challenge=activity.challenge if activity.queued else None,
                         draw_seed=activity.draw_seed,
                         paused=activity.paused or None,
+                        rehearsal=activity.rehearsal or None,
                         **dataclasses.asdict(activity.product),
                     )
                 )
@@ -143,6 +145,7 @@ class OrderBook:
             draw_seed=row.draw_seed,
             admission_factor=float(row.admission_factor or 1.0),
             paused=bool(row.paused),
+            rehearsal=bool(row.rehearsal),
             product=Product(
                 description=row.description, image_url=row.image_url,
                 price_amount=None if row.price_amount is None else int(row.price_amount),

@@ -50,6 +50,9 @@ activities = sa.Table(
     sa.Column("image_url", sa.String(2048), nullable=True),
     sa.Column("price_amount", sa.BigInteger, nullable=True),
     sa.Column("price_currency", sa.String(3), nullable=True),
+    # A rehearsal (seckill drill --target; NULL: a real sale): left out of the metrics, the
+    # console's totals and anything sent to the shop.
+    sa.Column("rehearsal", sa.Boolean, nullable=True),
 )
 
 

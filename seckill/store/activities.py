@@ -7,7 +7,8 @@ import secrets
 from collections.abc import Sequence
 
 from seckill.domain import errors, packets
-from seckill.domain.activities import PACKETS, Activity, now_ms
+from seckill.domain.activities import PACKETS, Activity
+from seckill.domain.clock import now_ms
 from seckill.store.connection import Client
 from seckill.store.keys import KeySpace
 from seckill.store.scripts import Scripts

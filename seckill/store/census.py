@@ -24,7 +24,8 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from seckill.domain.activities import Activity, counters_disagree, now_ms
+from seckill.domain.activities import Activity, counters_disagree
+from seckill.domain.clock import now_ms
 from seckill.store.connection import Client
 from seckill.store.controls import SaleControls
 from seckill.store.keys import KeySpace

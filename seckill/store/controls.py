@@ -16,7 +16,8 @@ from collections.abc import Sequence
 import redis
 
 from seckill.domain import errors
-from seckill.domain.activities import Activity, now_ms
+from seckill.domain.activities import Activity
+from seckill.domain.clock import now_ms
 from seckill.sql.book import OrderBook
 from seckill.store.activities import ActivityStore
 from seckill.store.connection import unavailable

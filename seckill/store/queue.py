@@ -18,8 +18,9 @@ from typing import Any
 import redis
 
 from seckill.domain import admission, errors
-from seckill.domain.activities import Activity, iso_from_ms
+from seckill.domain.activities import Activity
 from seckill.domain.admission import QueueView
+from seckill.domain.clock import iso_from_ms
 from seckill.store.connection import Client, ScriptWire, unavailable
 from seckill.store.keys import KeySpace
 from seckill.store.recovery import Restorer

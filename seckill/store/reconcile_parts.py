@@ -18,7 +18,8 @@ import secrets
 from typing import Any
 
 from seckill.domain import errors
-from seckill.domain.activities import Activity, counters_disagree, now_ms
+from seckill.domain.activities import Activity, counters_disagree
+from seckill.domain.clock import now_ms
 from seckill.domain.orders import (
     CONFIRMED,
     NO_ORDER,

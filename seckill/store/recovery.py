@@ -18,7 +18,8 @@ import time
 from typing import Any
 
 from seckill.domain import errors, packets
-from seckill.domain.activities import PACKETS, Activity, now_ms
+from seckill.domain.activities import PACKETS, Activity
+from seckill.domain.clock import now_ms
 from seckill.domain.orders import (
     CONFIRMED,
     DUE,

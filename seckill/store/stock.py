@@ -19,7 +19,8 @@ from typing import Any
 import redis
 
 from seckill.domain import errors
-from seckill.domain.activities import MAX_TOTAL, PACKETS, STOCK, iso_from_ms
+from seckill.domain.activities import MAX_TOTAL, PACKETS, STOCK
+from seckill.domain.clock import iso_from_ms
 from seckill.domain.orders import CANCELLED, OrderStatus, Purchase, Stats, activity_of_order
 from seckill.sql.book import OrderBook
 from seckill.store.connection import Client, ScriptWire, unavailable

@@ -13,7 +13,8 @@ from flask import Blueprint, Response, current_app, request
 
 import edge
 from seckill.domain import admission, errors
-from seckill.domain.activities import Activity, now_ms
+from seckill.domain.activities import Activity
+from seckill.domain.clock import now_ms
 from seckill.services import Services
 from seckill.store.connection import unavailable
 from seckill.web.body import json_body, read_body

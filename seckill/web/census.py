@@ -45,6 +45,12 @@ class CensusCollector(Collector):
                               "`seckill reconcile --repair`.")
         for count in [] if census.stale else census.counts:  # no stale numbers as current
             aid = count.activity.id
+            # The deployment's health counts a rehearsal's orders too; the sale's numbers not.
+            oldest.add_metric([aid], count.oldest_pending_s)
+            dead.add_metric([aid], count.dead_letters)
+            inconsistent.add_metric([aid], 1 if count.inconsistent else 0)
+            if count.activity.rehearsal:
+                continue
             if count.remaining is not None:
                 remaining.add_metric([aid], count.remaining)
             sold.add_metric([aid], count.sold)
@@ -57,8 +63,5 @@ class CensusCollector(Collector):
             now = count.activity.console_state(census.taken_ms)
             for name in CONSOLE_STATES:
                 state.add_metric([aid, name], 1 if name == now else 0)
-            oldest.add_metric([aid], count.oldest_pending_s)
-            dead.add_metric([aid], count.dead_letters)
-            inconsistent.add_metric([aid], 1 if count.inconsistent else 0)
         yield from (remaining, sold, buyers, orders, holds, waiting, paused, state, oldest, dead,
                     inconsistent)

@@ -1,15 +1,14 @@
 """The orders worker: every activity's order stream into the database, exactly once.
 
-Entries are read through one consumer group, stored in one transaction (idempotent inserts),
-and acknowledged only after the commit, in the same atomic step that marks the orders
-confirmed: a crash anywhere leaves them pending for a live consumer, a redelivered entry
-changes nothing in the database, and an acknowledged order is always marked; an update read
-before its order is kept pending until the order is stored (``seckill.worker.deferred``). An
-entry that cannot be an order is dead-lettered (``seckill.worker.letters``); a consumer that is
-gone is removed once its entries are reclaimed. Every command names one stream's keys, so it runs on
-a cluster too (how streams are read there: ``seckill.worker.streams``); an ended activity's
-drained stream is retired (:class:`~seckill.worker.streams.Retirement`). The loop and its
-failure cases, step by step: docs/internals.md.
+Entries are read through one consumer group, stored in one transaction (idempotent inserts), and
+acknowledged only after the commit, in the same atomic step that marks the orders confirmed: a
+crash anywhere leaves them pending for a live consumer, a redelivered entry changes nothing in the
+database, and an acknowledged order is always marked; an update read before its order is kept
+pending until the order is stored (``seckill.worker.deferred``). An entry that cannot be an order
+is dead-lettered (``seckill.worker.letters``); a consumer that is gone is removed once its entries
+are reclaimed. Every command names one stream's keys, so it runs on a cluster too (how streams are
+read there: ``seckill.worker.streams``); an ended activity's drained stream is retired
+(:class:`~seckill.worker.streams.Retirement`). The loop and its failures: docs/internals.md.
 """
 
 from __future__ import annotations
@@ -25,7 +24,8 @@ import redis
 import sqlalchemy as sa
 
 from seckill import metrics
-from seckill.domain.activities import is_activity_id, now_ms
+from seckill.domain.activities import is_activity_id
+from seckill.domain.clock import now_ms
 from seckill.domain.entries import Cancel, Paid, Poison, parse_entry
 from seckill.domain.orders import OrderRow
 from seckill.sql.book import OrderBook
