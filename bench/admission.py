@@ -40,8 +40,8 @@ from bench.stack import URL_TTL, Stack, started
 from bench.workloads import Setup, iso, new_id
 from bench.wrk import WrkResult, run_wrk
 from seckill.domain import admission
-from seckill.store.queue import queue_keys
-from seckill.store.scripts import Scripts
+from seckill.store.plumbing.scripts import Scripts
+from seckill.store.sale.queue import queue_keys
 from tests.servers import nginx_server
 
 PAIRS = {  # measured: its baseline

@@ -3,7 +3,7 @@
     python -m bench.altcha_solve [--solves 7] [--maxnumber N ...] [--throttle 4]
                                  [--output bench/results/altcha_solve]
 
-Starts an embedded Valkey on 127.0.0.1 for ``seckill.store.challenge.Challenges`` (every
+Starts an embedded Valkey on 127.0.0.1 for ``seckill.store.sale.challenge.Challenges`` (every
 challenge is issued by ``Challenges.issue`` and every solution must pass
 ``Challenges.verify``, so only working solves are timed), a static HTTP server on 127.0.0.1
 over a temp folder holding a page and the vendored widget (``nginx/static/vendor/altcha/``),
@@ -47,9 +47,9 @@ import redis
 
 from bench.machine import describe, load_average
 from seckill.ops.embedded import EmbeddedValkey
-from seckill.store import challenge
-from seckill.store.challenge import Challenges
-from seckill.store.keys import KeySpace
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.sale import challenge
+from seckill.store.sale.challenge import Challenges
 
 REPO = Path(__file__).resolve().parent.parent
 VENDOR = REPO / "nginx" / "static" / "vendor" / "altcha"
@@ -245,7 +245,7 @@ def report(results: dict[str, Any], command: str, steps: list[tuple[float, int]]
         f"{results['load_before']} / {results['load_after']}. Chromium {results['chromium']} "
         f"(Debian's, headless), `navigator.hardwareConcurrency` {results['hardware_concurrency']}."
         f" Widget: npm altcha {widget_version()} (`nginx/static/vendor/altcha/altcha.js`). "
-        "Every challenge was issued by `seckill.store.challenge.Challenges` and every "
+        "Every challenge was issued by `seckill.store.sale.challenge.Challenges` and every "
         f"solution passed its `verify`; {results['solves']} solves per cell, "
         f"{results['seconds']:.0f} s in all.",
         "",

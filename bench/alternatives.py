@@ -30,7 +30,7 @@ from typing import Any
 import redis
 from flask import Blueprint
 
-from seckill.store.keys import KeySpace
+from seckill.store.plumbing.keys import KeySpace
 
 LOCK_TTL_MS = 1000
 LOCK_TRIES = 200

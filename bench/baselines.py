@@ -29,8 +29,8 @@ from flask import Flask
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from seckill.store.keys import KeySpace
-from seckill.store.scripts import lua_source
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.scripts import lua_source
 
 SEED_SCRIPT = Path(__file__).with_name("seed_purchase.lua")
 

@@ -55,7 +55,7 @@ from bench.workloads import Setup, iso
 from bench.wrk import run_wrk
 from edge.identity import mint_user_token
 from edge.purchase_url import PurchaseUrlSigner
-from seckill.store.keys import KeySpace
+from seckill.store.plumbing.keys import KeySpace
 
 METER = CpuMeter()
 KEYS = KeySpace(GATEWAY_PREFIX)

@@ -31,9 +31,9 @@ from bench.machine import processes
 from bench.stack import Server, server_env, start_gunicorn
 from seckill.ops.cluster import EmbeddedCluster
 from seckill.ops.embedded import EmbeddedValkey
-from seckill.store.connection import Client, Cluster
-from seckill.store.routing import slot_of
-from seckill.store.scripts import lua_source
+from seckill.store.plumbing.connection import Client, Cluster
+from seckill.store.plumbing.routing import slot_of
+from seckill.store.plumbing.scripts import lua_source
 
 # The commands lua/purchase.lua runs inside Redis (its includes too): counted by
 # commandstats on their own *and* inside EVALSHA's time.

@@ -26,13 +26,13 @@ from seckill.domain.clock import now_ms
 from seckill.ops.embedded import EmbeddedValkey
 from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
-from seckill.store.activities import ActivityStore
-from seckill.store.connection import Wire, make_pool
-from seckill.store.durability import Durability
-from seckill.store.keys import KeySpace
-from seckill.store.recovery import Restorer
-from seckill.store.scripts import Scripts
-from seckill.store.stock import StockService
+from seckill.store.plumbing.connection import Wire, make_pool
+from seckill.store.plumbing.durability import Durability
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.scripts import Scripts
+from seckill.store.sale.activities import ActivityStore
+from seckill.store.sale.recovery import Restorer
+from seckill.store.sale.stock import StockService
 
 SECRET = "bench-secret-0123456789abcdef0123456789"
 

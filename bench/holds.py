@@ -18,8 +18,8 @@ import redis
 
 from bench.stack import GATEWAY_PREFIX, Stack, server_env
 from seckill.ops.embedded import die_with_parent
-from seckill.store.keys import KeySpace
-from seckill.store.scripts import Scripts
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.scripts import Scripts
 from seckill.worker.groups import GROUP
 from tests.servers import REPO_ROOT, stop_process
 

@@ -23,7 +23,7 @@ import redis
 
 from bench.pause_check import one_round
 from seckill.ops.embedded import EmbeddedValkey
-from seckill.store.scripts import lua_source
+from seckill.store.plumbing.scripts import lua_source
 
 BEFORE = "e335bfa"  # main before the unlimited flag and the counters' check
 
@@ -35,7 +35,7 @@ def _at(commit: str, path: str) -> str:
 
 def source_at(commit: str, name: str, path: str = "lua/{}.lua", depth: int = 0) -> str:
     """``lua/<name>.lua`` at ``commit``, each ``-- @include`` expanded (nested ones too)
-    from that commit, as ``seckill.store.scripts.lua_source`` expands today's."""
+    from that commit, as ``seckill.store.plumbing.scripts.lua_source`` expands today's."""
     if depth > 4:
         raise ValueError(f"{name}: includes nested too deep")
     lines = []

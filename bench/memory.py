@@ -24,9 +24,9 @@ import redis
 from seckill.domain.activities import Activity
 from seckill.domain.clock import now_ms
 from seckill.ops.embedded import EmbeddedValkey
-from seckill.store.activities import ActivityStore
-from seckill.store.keys import KeySpace
-from seckill.store.scripts import Scripts
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.scripts import Scripts
+from seckill.store.sale.activities import ActivityStore
 
 
 @dataclass(frozen=True)

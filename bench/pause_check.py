@@ -25,8 +25,8 @@ import redis
 from seckill.domain.activities import Activity
 from seckill.domain.clock import now_ms
 from seckill.ops.embedded import EmbeddedValkey
-from seckill.store.keys import KeySpace
-from seckill.store.scripts import lua_source
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.scripts import lua_source
 
 PAUSE_CHECK = "if meta[paused_at] == '1' then\n  return {'paused'}\nend\n"
 PAUSE_FIELD = "meta_fields[paused_at] = 'paused'\n"

@@ -43,7 +43,7 @@ from bench.stack import ADMIN_TOKEN, GATEWAY_PREFIX, Stack, server_env, server_p
 from bench.workloads import Setup, iso, new_id
 from bench.wrk import run_wrk
 from seckill.sql.engine import make_engine
-from seckill.store.keys import KeySpace
+from seckill.store.plumbing.keys import KeySpace
 
 METER = CpuMeter()
 KEYS = KeySpace(GATEWAY_PREFIX)

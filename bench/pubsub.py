@@ -49,8 +49,8 @@ from bench.clusterstack import node_delta, sample_node
 from bench.machine import describe
 from bench.saturate import encode
 from seckill.ops.cluster import EmbeddedCluster
-from seckill.store.keys import KeySpace
-from seckill.store.routing import slot_of
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.routing import slot_of
 
 PREFIX = "bench"
 BATCH = 100

@@ -25,7 +25,7 @@ from typing import Any
 
 import redis
 
-from seckill.store.connection import BACKGROUND_CLIENT_PREFIX
+from seckill.store.plumbing.connection import BACKGROUND_CLIENT_PREFIX
 
 
 @dataclass(frozen=True)

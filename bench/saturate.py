@@ -3,7 +3,7 @@
 Through HTTP on this 2-core machine a master decides a few hundred purchases per second, one
 per wake-up of its event loop, and each pays for its own socket read, reply and AOF ``fsync``:
 the CPU per purchase measured so is what a master costs when lightly loaded. Here the exact
-commands the gateway sends for a purchase (built by ``seckill.store.stock.StockService`` and
+commands the gateway sends for a purchase (built by ``seckill.store.sale.stock.StockService`` and
 ``send_script`` through a wire that records instead of sending: EVALSHA of
 ``lua/purchase.lua`` with the per-user rate counters, then WAITAOF 1 0) are written to the
 node pre-encoded over ``connections`` sockets from one thread (``selectors``), ``depth``
@@ -33,13 +33,13 @@ from seckill.domain.activities import Activity
 from seckill.domain.clock import now_ms
 from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
-from seckill.store.activities import ActivityStore
-from seckill.store.connection import Client, send_script
-from seckill.store.durability import Durability
-from seckill.store.keys import KeySpace
-from seckill.store.recovery import Restorer
-from seckill.store.scripts import Scripts
-from seckill.store.stock import StockService
+from seckill.store.plumbing.connection import Client, send_script
+from seckill.store.plumbing.durability import Durability
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.scripts import Scripts
+from seckill.store.sale.activities import ActivityStore
+from seckill.store.sale.recovery import Restorer
+from seckill.store.sale.stock import StockService
 
 PREFIX = "bsat"
 

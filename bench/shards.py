@@ -10,9 +10,9 @@ Starts the embedded cluster and its gateway as ``bench.cluster`` does
 timed wrk run of purchases on ONE new activity, every request a distinct user with a signed
 purchase URL: either unsharded (its slot on the cluster's masters in turn, round after round)
 or created with ``"shards": n``, whose parts sit on evenly spaced slots and whose buyers each
-buy on their home part (``seckill.store.shards``). The stock (``--total``) is far more than a
-run sells, so every purchase takes the one-round-trip path; the runs check it (no part lent or
-borrowed, no claim left). Rounds run both, the order swapped every round, and the ratio
+buy on their home part (``seckill.store.plumbing.shards``). The stock (``--total``) is far more
+than a run sells, so every purchase takes the one-round-trip path; the runs check it (no part
+lent or borrowed, no claim left). Rounds run both, the order swapped every round, and the ratio
 sharded/unsharded is taken within a round, then the median. Per master and run: INFO
 commandstats (EVALSHA calls and µs) and INFO cpu before and after: the share of the hot item's
 calls on each master and their deviation from the mean, and Redis CPU µs per call, the input of
@@ -48,9 +48,9 @@ from bench.stack import ADMIN_TOKEN, GATEWAY_PREFIX, server_problems
 from bench.workloads import Setup, iso
 from bench.wrk import run_wrk
 from seckill.domain.activities import MAX_SHARDS
-from seckill.store.keys import KeySpace
-from seckill.store.routing import slot_of
-from seckill.store.shards import part_tags
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.routing import slot_of
+from seckill.store.plumbing.shards import part_tags
 
 METER = CpuMeter()
 KEYS = KeySpace(GATEWAY_PREFIX)

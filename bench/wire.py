@@ -32,7 +32,7 @@ import redis
 
 from seckill.config import Settings
 from seckill.ops.embedded import EmbeddedValkey
-from seckill.store.connection import Wire, make_pool
+from seckill.store.plumbing.connection import Wire, make_pool
 
 SCRIPT = "redis.call('INCR', KEYS[1]) return {'ok', ARGV[1], 5}"
 

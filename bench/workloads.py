@@ -33,9 +33,9 @@ from edge.identity import mint_user_token
 from edge.purchase_url import PurchaseUrlSigner
 from seckill.domain.activities import Activity
 from seckill.domain.clock import now_ms
-from seckill.store.activities import ActivityStore
-from seckill.store.keys import KeySpace
-from seckill.store.scripts import Scripts
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.scripts import Scripts
+from seckill.store.sale.activities import ActivityStore
 
 OK = frozenset({"200"})
 GONE = frozenset({"410"})

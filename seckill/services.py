@@ -23,11 +23,8 @@ from sqlalchemy.engine import make_url
 from seckill.config import ConfigError, Settings
 from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
-from seckill.store.activities import ActivityStore
-from seckill.store.cache import ActivityCache
-from seckill.store.census import CensusTaker
-from seckill.store.challenge import Challenges
-from seckill.store.connection import (
+from seckill.store.audit.census import CensusTaker
+from seckill.store.plumbing.connection import (
     Client,
     ScriptWire,
     Wire,
@@ -36,17 +33,20 @@ from seckill.store.connection import (
     make_cluster,
     make_pool,
 )
-from seckill.store.controls import SaleControls
-from seckill.store.durability import Durability
-from seckill.store.keys import KeySpace
-from seckill.store.payments import Payments
-from seckill.store.queue import AdmissionQueue
-from seckill.store.recovery import Restorer
-from seckill.store.routing import ClusterWire
-from seckill.store.sale import SaleState
-from seckill.store.scripts import Scripts
-from seckill.store.soldout import SoldOutBoard
-from seckill.store.stock import StockService
+from seckill.store.plumbing.durability import Durability
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.routing import ClusterWire
+from seckill.store.plumbing.scripts import Scripts
+from seckill.store.sale.activities import ActivityStore
+from seckill.store.sale.cache import ActivityCache
+from seckill.store.sale.challenge import Challenges
+from seckill.store.sale.controls import SaleControls
+from seckill.store.sale.payments import Payments
+from seckill.store.sale.queue import AdmissionQueue
+from seckill.store.sale.recovery import Restorer
+from seckill.store.sale.soldout import SoldOutBoard
+from seckill.store.sale.state import SaleState
+from seckill.store.sale.stock import StockService
 
 
 def challenge_secret(settings: Settings) -> str:

@@ -33,8 +33,8 @@ from flask.testing import FlaskClient
 from seckill.config import Settings
 from seckill.domain.orders import StoredOrder
 from seckill.ops.cluster import EmbeddedCluster
-from seckill.store.keys import KeySpace
-from seckill.store.routing import slot_of
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.routing import slot_of
 from seckill.web.app import create_app
 from seckill.worker.groups import GROUP
 from tests.conftest import ADMIN, buy, gateway_env, user_headers

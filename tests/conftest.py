@@ -33,7 +33,7 @@ from seckill.config import Settings
 from seckill.ops.cluster import EmbeddedCluster
 from seckill.ops.embedded import EmbeddedValkey
 from seckill.sql import engine as db
-from seckill.store.connection import close_client
+from seckill.store.plumbing.connection import close_client
 from seckill.web.app import create_app
 
 JWT_SECRET = "test-jwt-secret-0123456789abcdef0123456789"
@@ -146,7 +146,7 @@ def client(app: Flask) -> FlaskClient:
 def connect(url: str) -> redis.Redis:
     """A client of the Redis at ``url``, decoding replies: on a cluster node, redis-py's cluster
     client (the same commands, routed by key; a MULTI stays in one slot). Close it with
-    ``seckill.store.connection.close_client``."""
+    ``seckill.store.plumbing.connection.close_client``."""
     with contextlib.closing(redis.Redis.from_url(url, socket_timeout=5)) as probe:
         cluster = bool(probe.info("cluster").get("cluster_enabled"))
     if cluster:

@@ -29,9 +29,9 @@ from seckill.domain.orders import StoredOrder
 from seckill.ops.embedded import EmbeddedValkey, die_with_parent
 from seckill.sql import engine as db
 from seckill.sql.book import OrderBook
-from seckill.store.connection import close_client
-from seckill.store.keys import KeySpace
-from seckill.store.scripts import Scripts
+from seckill.store.plumbing.connection import close_client
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.scripts import Scripts
 from seckill.worker.orders import GROUP, OrdersWorker
 from seckill.worker.stop import StopFlag
 from tests.servers import REPO_ROOT, stop_process

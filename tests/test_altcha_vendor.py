@@ -1,7 +1,7 @@
 """The vendored ALTCHA widget (``nginx/static/vendor/altcha/``, built by ``nginx/vendor/build.sh``
 from the npm package pinned in ``nginx/vendor/package-lock.json``): the files are there, the
 widget is the locked version and self-contained (no CDN, no import, its worker inlined), and in
-headless Chromium it solves a challenge of ``seckill.store.challenge.Challenges`` that
+headless Chromium it solves a challenge of ``seckill.store.sale.challenge.Challenges`` that
 ``Challenges.verify`` accepts; nginx serves it as JavaScript."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import urllib3
 
 from bench import altcha_solve
 from seckill.ops.embedded import free_port
-from seckill.store.challenge import Challenges
-from seckill.store.keys import KeySpace
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.sale.challenge import Challenges
 from tests.servers import REPO_ROOT, nginx_server, require
 
 VENDOR = REPO_ROOT / "nginx" / "static" / "vendor" / "altcha"

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from seckill.resources import resource_dir
-from seckill.store.scripts import lua_source
+from seckill.store.plumbing.scripts import lua_source
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted([*(ROOT / "seckill").rglob("*.py"), *(ROOT / "edge").rglob("*.py")])

@@ -1,5 +1,5 @@
-"""ALTCHA challenges (``seckill.store.challenge``) on a real Valkey, one server and the cluster:
-a solution is accepted once, for its user and activity only, until it expires; malformed,
+"""ALTCHA challenges (``seckill.store.sale.challenge``) on a real Valkey, one server and the
+cluster: a solution is accepted once, for its user and activity only, until it expires; malformed,
 tampered, forged and wrong solutions are refused (and do not use up the genuine one); the
 difficulty follows the issue rate, stepwise and monotonically; every key is in the activity's
 slot; Redis errors reach the caller. Solutions come from the altcha library's own solver."""
@@ -25,10 +25,10 @@ from redis.crc import key_slot
 
 from seckill.domain import errors
 from seckill.ops.embedded import EmbeddedValkey
-from seckill.store import challenge
-from seckill.store.challenge import Challenges
-from seckill.store.connection import close_client
-from seckill.store.keys import KeySpace
+from seckill.store.plumbing.connection import close_client
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.sale import challenge
+from seckill.store.sale.challenge import Challenges
 from tests.conftest import BOTH_BACKENDS, keys_of
 
 SECRET = "test-altcha-secret-0123456789abcdef"

@@ -26,7 +26,7 @@ import urllib3
 from flask import Flask
 
 from seckill.ops.cluster import EmbeddedCluster
-from seckill.store.routing import slot_of
+from seckill.store.plumbing.routing import slot_of
 from tests.cluster_faults import (
     Crowd,
     Sale,

@@ -24,7 +24,7 @@ from seckill.config import ConfigError, Settings
 from seckill.ops.cluster import EmbeddedCluster
 from seckill.ops.embedded import EmbeddedValkey, free_port
 from seckill.services import ReadOnlyRefused, Services
-from seckill.store.connection import Cluster, is_cluster
+from seckill.store.plumbing.connection import Cluster, is_cluster
 from seckill.web.app import create_app
 from tests.conftest import (
     ADMIN,

@@ -24,8 +24,8 @@ from typing import Any
 from flask import Flask
 
 from seckill.ops.cluster import EmbeddedCluster
-from seckill.store.keys import KeySpace
-from seckill.store.routing import slot_of
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.routing import slot_of
 from tests.cluster_faults import (
     Crowd,
     activity_on,

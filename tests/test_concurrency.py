@@ -26,7 +26,7 @@ from redis.crc import key_slot
 from edge.identity import mint_user_token
 from seckill.ops.cluster import EmbeddedCluster
 from seckill.ops.embedded import EmbeddedValkey
-from seckill.store.connection import close_client
+from seckill.store.plumbing.connection import close_client
 from tests.conftest import ADMIN, JWT_SECRET, gateway_env, iso
 from tests.servers import gunicorn_server
 

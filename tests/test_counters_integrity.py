@@ -16,8 +16,8 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from seckill.config import Settings
-from seckill.store.keys import KeySpace
-from seckill.store.shards import part_tags
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.shards import part_tags
 from tests.conftest import ADMIN, BOTH_BACKENDS, activity_stats, buy, expect
 from tests.faults import built_worker, drain
 from tests.test_cli import seckill

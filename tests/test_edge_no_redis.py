@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from seckill.ops.embedded import EmbeddedValkey
-from seckill.store.connection import BACKGROUND_CLIENT_PREFIX
+from seckill.store.plumbing.connection import BACKGROUND_CLIENT_PREFIX
 from tests.conftest import create_activity, expect, iso, user_headers
 from tests.faults import wait_until
 

@@ -25,8 +25,8 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from seckill.config import Settings
-from seckill.store.keys import KeySpace
-from seckill.store.reconcile import reconcile
+from seckill.store.audit.reconcile import reconcile
+from seckill.store.plumbing.keys import KeySpace
 from seckill.worker import streams
 from seckill.worker.expiry import Expirer
 from seckill.worker.orders import GROUP

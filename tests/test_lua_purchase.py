@@ -17,9 +17,9 @@ import pytest
 import redis
 
 from seckill.domain.activities import Activity
-from seckill.store.activities import ActivityStore
-from seckill.store.keys import KeySpace
-from seckill.store.scripts import Scripts, lua_source
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.scripts import Scripts, lua_source
+from seckill.store.sale.activities import ActivityStore
 from tests.conftest import ADMIN, buy, create_activity, expect, keys_of, user_headers
 from tests.relay import ChunkHook, Relay
 

@@ -38,8 +38,8 @@ from flask.testing import FlaskClient
 
 from seckill.config import ConfigError
 from seckill.ops.cluster import EmbeddedCluster, up_cluster
-from seckill.store.keys import KeySpace
-from seckill.store.routing import slot_of
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.routing import slot_of
 from tests.cluster_faults import (
     activity_on,
     answered_again,

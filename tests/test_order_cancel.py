@@ -19,7 +19,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from seckill.config import Settings
-from seckill.store.connection import close_client
+from seckill.store.plumbing.connection import close_client
 from tests.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.conftest import (
     ADMIN,

@@ -19,8 +19,8 @@ from redis.cluster import RedisCluster
 
 from seckill.config import Settings
 from seckill.ops.embedded import EmbeddedValkey
-from seckill.store.connection import close_client
-from seckill.store.reconcile import reconcile
+from seckill.store.audit.reconcile import reconcile
+from seckill.store.plumbing.connection import close_client
 from seckill.worker.orders import GROUP
 from tests.conftest import ADMIN, BOTH_BACKENDS, activity_stats, order_status
 from tests.faults import (

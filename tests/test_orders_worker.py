@@ -22,7 +22,7 @@ from flask.testing import FlaskClient
 
 from seckill.config import Settings
 from seckill.domain.orders import OrderRow
-from seckill.store.keys import KeySpace
+from seckill.store.plumbing.keys import KeySpace
 from seckill.worker.orders import GROUP
 from tests.conftest import BOTH_BACKENDS, activity_stats, buy, order_status
 from tests.faults import (

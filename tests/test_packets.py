@@ -29,9 +29,9 @@ from seckill.domain.packets import split
 from seckill.sql import engine as db
 from seckill.sql.book import OrderBook
 from seckill.sql.schema import activities
-from seckill.store.connection import close_client
-from seckill.store.reconcile import reconcile
-from seckill.store.stock import StockService
+from seckill.store.audit.reconcile import reconcile
+from seckill.store.plumbing.connection import close_client
+from seckill.store.sale.stock import StockService
 from tests.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.conftest import (
     ADMIN,

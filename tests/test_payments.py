@@ -18,7 +18,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from seckill.domain.clock import now_ms
-from seckill.store.keys import KeySpace
+from seckill.store.plumbing.keys import KeySpace
 from seckill.worker.expiry import Expirer
 from seckill.worker.stop import StopFlag
 from tests.conftest import (
@@ -175,7 +175,7 @@ def test_a_rebuild_restores_holds_payments_and_expired_buyers(
     assert (rows["gone"].status, rows["gone"].payment) == ("cancelled", "expired")
     assert (rows["payer"].payment, rows["payer"].payment_ref) == ("paid", "ref-p")
     assert (rows["due"].payment, rows["due"].pay_by) == ("due", due["pay_by"])
-    from seckill.store.reconcile import reconcile
+    from seckill.store.audit.reconcile import reconcile
 
     assert reconcile(services.restorer, aid)["differences"] == {}  # Redis and database agree
     for key in (keys.meta(aid), keys.buyers(aid), keys.cancelled(aid), keys.orders(aid),

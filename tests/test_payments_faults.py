@@ -23,8 +23,8 @@ from seckill.config import Settings
 from seckill.domain.clock import now_ms
 from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
-from seckill.store.keys import KeySpace
-from seckill.store.scripts import Scripts
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.scripts import Scripts
 from seckill.web.app import create_app
 from seckill.worker.expiry import Expirer
 from seckill.worker.stop import StopFlag

@@ -23,9 +23,9 @@ from flask import Flask
 from seckill.config import Settings
 from seckill.domain import errors
 from seckill.ops.embedded import EmbeddedValkey
-from seckill.store.keys import KeySpace
-from seckill.store.recovery import Restorer
-from seckill.store.scripts import Scripts
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.scripts import Scripts
+from seckill.store.sale.recovery import Restorer
 from tests.conftest import ADMIN, buy, iso, user_headers
 from tests.faults import built_worker, dedicated_valkey, drain, stored_orders
 

@@ -10,9 +10,9 @@ import pytest
 import redis
 from flask.testing import FlaskClient
 
-from seckill.store.keys import KeySpace
-from seckill.store.scripts import Scripts
-from seckill.store.shards import home_part, part_tags
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.scripts import Scripts
+from seckill.store.plumbing.shards import home_part, part_tags
 from tests.conftest import (
     ADMIN,
     BOTH_BACKENDS,

@@ -12,9 +12,9 @@ from flask.testing import FlaskClient
 from redis.crc import key_slot
 
 from seckill.config import Settings
-from seckill.store.keys import KeySpace
-from seckill.store.reconcile import reconcile
-from seckill.store.shards import part_tags
+from seckill.store.audit.reconcile import reconcile
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.shards import part_tags
 from tests.cluster_faults import cluster_env, frozen, gateway_app, private_cluster
 from tests.conftest import (
     BOTH_BACKENDS,

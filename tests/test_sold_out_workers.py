@@ -137,7 +137,7 @@ def test_every_worker_sells_again_when_an_unpaid_hold_expires(
     410 from its copy, as it was not listening for returned units."""
     from seckill.sql.book import OrderBook
     from seckill.sql.engine import make_engine
-    from seckill.store.keys import KeySpace
+    from seckill.store.plumbing.keys import KeySpace
     from seckill.worker.expiry import Expirer
 
     base = gateway.base

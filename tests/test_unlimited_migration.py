@@ -16,8 +16,8 @@ import redis
 
 from seckill.domain.activities import Activity
 from seckill.domain.clock import now_ms
-from seckill.store.keys import KeySpace
-from seckill.store.shards import part_tags
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.shards import part_tags
 from tests.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.conftest import ADMIN, buy, expect
 

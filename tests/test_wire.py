@@ -11,7 +11,7 @@ import redis
 from redis.exceptions import NoScriptError
 
 from seckill.ops.embedded import EmbeddedValkey
-from seckill.store.connection import Wire
+from seckill.store.plumbing.connection import Wire
 from tests.faults import wait_until
 
 

@@ -20,7 +20,7 @@ from redis.cluster import key_slot
 
 from seckill.config import Settings
 from seckill.ops.cluster import EmbeddedCluster
-from seckill.store.keys import KeySpace
+from seckill.store.plumbing.keys import KeySpace
 from seckill.worker import groups
 from seckill.worker.groups import GROUP
 from tests.cluster_faults import activity_on, masters, wait_replicated

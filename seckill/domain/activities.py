@@ -1,5 +1,5 @@
 """Activities: what is on sale, when, and how much of it; validated and stored (each
-process's copies of them: ``seckill.store.cache``)."""
+process's copies of them: ``seckill.store.sale.cache``)."""
 
 from __future__ import annotations
 
@@ -77,10 +77,10 @@ class Activity:
     amount: int | None = None
     seed: int | None = dataclasses.field(default=None, repr=False)
     # stock: the number of parts the stock is split into, each in its own hash slot
-    # (seckill/store/shards.py); the activity's numbers are always the whole's.
+    # (seckill/store/plumbing/shards.py); the activity's numbers are always the whole's.
     shards: int = 1
     # Seconds a buyer has to pay after a purchase (0: a purchase is final). An order unpaid
-    # at its pay_by expires and its units go back on sale (seckill/store/payments.py).
+    # at its pay_by expires and its units go back on sale (seckill/store/sale/payments.py).
     payment_window: int = 0
     # Who may buy, in which order (seckill/domain/admission.py): first_come, queue or draw;
     # when the queue opens; whether joining needs a solved proof-of-work challenge; and the
@@ -98,7 +98,7 @@ class Activity:
     sold: int | None = None
     # Read from a meta hash written before its ``unlimited`` flag (``remaining -1`` meant
     # unlimited then): the copy shows its raw counters until the database has been asked
-    # (seckill.store.recovery.Restorer.migrate).
+    # (seckill.store.sale.recovery.Restorer.migrate).
     unflagged: bool = False
     # A rehearsal (``seckill drill --target``): sells like any other, but is left out of the
     # metrics, the console's totals and anything sent to the shop.

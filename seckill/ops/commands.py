@@ -219,7 +219,7 @@ def cmd_activity_create(args: argparse.Namespace) -> int:
     from seckill.domain.activities import PACKETS, parse_new_activity
     from seckill.domain.clock import now_ms
     from seckill.ops.progress import ProgressBar
-    from seckill.store import catalog
+    from seckill.store.sale import catalog
 
     activity = parse_new_activity(_activity_body(args))  # the admin API's validation
     progress = None
@@ -360,7 +360,7 @@ def cmd_order_pay(args: argparse.Namespace) -> int:
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
     """``seckill reconcile``: compare Redis with the database (``--repair``: rebuild), print it."""
-    from seckill.store.reconcile import reconcile
+    from seckill.store.audit.reconcile import reconcile
 
     checked_activity_id(args.id)
     with store_services() as services:

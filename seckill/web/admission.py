@@ -16,7 +16,7 @@ from seckill.domain import admission, errors
 from seckill.domain.activities import Activity
 from seckill.domain.clock import now_ms
 from seckill.services import Services
-from seckill.store.connection import unavailable
+from seckill.store.plumbing.connection import unavailable
 from seckill.web.body import json_body, read_body
 from seckill.web.limits import ColdLimits
 

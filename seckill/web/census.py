@@ -8,7 +8,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from seckill.domain.activities import CONSOLE_STATES
-from seckill.store.census import CensusTaker
+from seckill.store.audit.census import CensusTaker
 
 
 class CensusCollector(Collector):

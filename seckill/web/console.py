@@ -3,7 +3,7 @@
 The page and its files hold no data, so they load without a token (a browser cannot send a
 bearer token when it opens a URL); the page asks the operator for the token and sends it with
 ``GET /admin/console/state`` and the levers, which check it like every operator call. The
-state is the census (seckill.store.census), the outcome counters every process of this host
+state is the census (seckill.store.audit.census), the outcome counters every process of this host
 added up, and each gateway instance's health, asked in parallel. When the census could not be
 read, the state says so (``stale``, ``stale_since``, ``stale_reason``) and carries the last numbers
 read, never an empty list that would read as "no activities".
@@ -29,7 +29,7 @@ from seckill import metrics
 from seckill.domain import errors
 from seckill.resources import resource_dir
 from seckill.services import Services
-from seckill.store.census import Count
+from seckill.store.audit.census import Count
 
 HEALTH_TIMEOUT = 0.5  # seconds an instance has to answer /healthz for the console
 FILES = {"index.html", "console.js", "console.css", "vendor/uPlot.iife.min.js",

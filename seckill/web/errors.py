@@ -9,7 +9,7 @@ from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
 from seckill.domain import errors
-from seckill.store.connection import unavailable
+from seckill.store.plumbing.connection import unavailable
 from seckill.web.body import MAX_BODY, declared_length, refuse_nul_query
 from seckill.web.jsonio import json_response
 

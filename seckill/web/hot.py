@@ -25,9 +25,9 @@ from werkzeug.wrappers import Request
 from edge import IN_STOCK, PURCHASE_URL, RATE, SOLD_OUT, USER, WINDOW, Edge, Passage, Route
 from edge.purchase_url import PurchaseUrlSigner
 from seckill.domain import errors
-from seckill.store.connection import unavailable
-from seckill.store.queue import AdmissionQueue
-from seckill.store.sale import SaleState
+from seckill.store.plumbing.connection import unavailable
+from seckill.store.sale.queue import AdmissionQueue
+from seckill.store.sale.state import SaleState
 from seckill.web.body import (
     WSGIEnviron,
     declared_length,
@@ -73,7 +73,7 @@ def _query(environ: WSGIEnviron) -> dict[str, str]:
 
 
 class ChallengeCheck(Protocol):
-    """The proof-of-work check of a join (``seckill.store.challenge``)."""
+    """The proof-of-work check of a join (``seckill.store.sale.challenge``)."""
 
     def verify(self, aid: str, uid: str, payload: object) -> None:
         """Return if ``payload`` is a good, unused solution of this user's challenge; raise

@@ -30,7 +30,7 @@ import edge
 from seckill import metrics
 from seckill.config import Settings
 from seckill.domain import errors
-from seckill.store.connection import Client, Cluster, close_client, node_urls
+from seckill.store.plumbing.connection import Client, Cluster, close_client, node_urls
 from seckill.web.errors import error_response
 
 log = logging.getLogger("seckill.ratelimit")

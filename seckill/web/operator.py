@@ -2,7 +2,7 @@
 of what the sale page shows.
 
 Each lever answers with the activity as it is after the change; every gateway process
-follows it within a second (``seckill.store.controls``)."""
+follows it within a second (``seckill.store.sale.controls``)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from seckill.domain.activities import (
     parse_edit,
 )
 from seckill.services import Services
-from seckill.store.controls import MAX_PAGE
+from seckill.store.sale.controls import MAX_PAGE
 from seckill.web.body import json_body, read_body
 
 DEFAULT_PAGE = 50

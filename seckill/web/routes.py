@@ -23,8 +23,8 @@ from seckill.domain.activities import (
 from seckill.domain.orders import activity_of_order
 from seckill.services import Services
 from seckill.sql.engine import ping
-from seckill.store import catalog
-from seckill.store.connection import ping_redis
+from seckill.store.plumbing.connection import ping_redis
+from seckill.store.sale import catalog
 from seckill.web import admission as admission_routes
 from seckill.web import console as console_routes
 from seckill.web import operator as operator_routes

@@ -27,7 +27,7 @@ import sqlalchemy as sa
 
 from seckill.domain.entries import Cancel, Paid
 from seckill.sql.book import OrderBook
-from seckill.store.connection import Client
+from seckill.store.plumbing.connection import Client
 from seckill.worker.groups import GROUP
 from seckill.worker.letters import Letters
 

@@ -1,6 +1,6 @@
 """The payment window's expiry (``lua/expire.lua``), run by every orders worker in a thread of
 its own: every ``EXPIRY_INTERVAL`` it expires the held orders past their pay_by on every
-activity with a window (``seckill.store.payments`` says how holds work).
+activity with a window (``seckill.store.sale.payments`` says how holds work).
 
 Why in the worker: it already runs wherever orders are stored, under ``seckill up``'s
 supervision (restarted when it dies), with the Redis and database connections this needs; a
@@ -16,11 +16,11 @@ import time
 import redis
 
 from seckill.sql.book import OrderBook
-from seckill.store.connection import Client
-from seckill.store.keys import KeySpace
-from seckill.store.recovery import Restorer
-from seckill.store.scripts import Scripts
-from seckill.store.shards import part_tags
+from seckill.store.plumbing.connection import Client
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.scripts import Scripts
+from seckill.store.plumbing.shards import part_tags
+from seckill.store.sale.recovery import Restorer
 from seckill.worker.stop import StopFlag
 
 log = logging.getLogger("seckill.expiry")

@@ -16,9 +16,9 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
-from seckill.store.connection import Client
-from seckill.store.recovery import ORDERS_GROUP as GROUP
-from seckill.store.scripts import lua_source
+from seckill.store.plumbing.connection import Client
+from seckill.store.plumbing.scripts import lua_source
+from seckill.store.sale.recovery import ORDERS_GROUP as GROUP
 
 
 def trim(client: Client, stream: str) -> None:

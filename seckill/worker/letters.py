@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 
 from seckill import metrics
-from seckill.store.connection import Client
-from seckill.store.keys import KeySpace, hash_tag
+from seckill.store.plumbing.connection import Client
+from seckill.store.plumbing.keys import KeySpace, hash_tag
 from seckill.worker.groups import GROUP
 
 log = logging.getLogger("seckill.worker")

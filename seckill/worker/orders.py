@@ -29,10 +29,10 @@ from seckill.domain.clock import now_ms
 from seckill.domain.entries import Cancel, Paid, Poison, parse_entry
 from seckill.domain.orders import OrderRow
 from seckill.sql.book import OrderBook
-from seckill.store.connection import Client
-from seckill.store.keys import KeySpace, hash_tag
-from seckill.store.scripts import Scripts
-from seckill.store.shards import activity_of_tag, part_tags
+from seckill.store.plumbing.connection import Client
+from seckill.store.plumbing.keys import KeySpace, hash_tag
+from seckill.store.plumbing.scripts import Scripts
+from seckill.store.plumbing.shards import activity_of_tag, part_tags
 from seckill.worker import groups, replicas, streams
 from seckill.worker.deferred import Deferred, Held
 from seckill.worker.groups import GROUP

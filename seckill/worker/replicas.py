@@ -23,9 +23,9 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from seckill.store.connection import Client
-from seckill.store.keys import KeySpace, hash_tag
-from seckill.store.routing import slot_of
+from seckill.store.plumbing.connection import Client
+from seckill.store.plumbing.keys import KeySpace, hash_tag
+from seckill.store.plumbing.routing import slot_of
 from seckill.worker.streams import Batch
 
 log = logging.getLogger("seckill.worker")

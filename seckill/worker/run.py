@@ -13,8 +13,8 @@ from seckill import logs
 from seckill.config import Settings
 from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
-from seckill.store.connection import Client, is_cluster, make_cluster, make_pool
-from seckill.store.keys import KeySpace
+from seckill.store.plumbing.connection import Client, is_cluster, make_cluster, make_pool
+from seckill.store.plumbing.keys import KeySpace
 from seckill.worker.expiry import Expirer
 from seckill.worker.orders import OrdersWorker
 from seckill.worker.stop import StopFlag

@@ -25,7 +25,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from seckill.store.connection import Client, no_replica
+from seckill.store.plumbing.connection import Client, no_replica
 from seckill.worker.groups import GROUP
 
 Entry = tuple[str, dict[str, str]]

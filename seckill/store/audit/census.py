@@ -26,14 +26,14 @@ from redis.cluster import RedisCluster
 
 from seckill.domain.activities import Activity, counters_disagree
 from seckill.domain.clock import now_ms
-from seckill.store.connection import Client
-from seckill.store.controls import SaleControls
-from seckill.store.keys import KeySpace
-from seckill.store.payments import Payments
-from seckill.store.queue import AdmissionQueue
-from seckill.store.recovery import ORDERS_GROUP
-from seckill.store.shards import part_tags
-from seckill.store.stock import StockService
+from seckill.store.plumbing.connection import Client
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.shards import part_tags
+from seckill.store.sale.controls import SaleControls
+from seckill.store.sale.payments import Payments
+from seckill.store.sale.queue import AdmissionQueue
+from seckill.store.sale.recovery import ORDERS_GROUP
+from seckill.store.sale.stock import StockService
 
 log = logging.getLogger("seckill.census")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from redis.commands.core import Script
 
 from seckill.resources import resource_dir
-from seckill.store.connection import Client
+from seckill.store.plumbing.connection import Client
 
 
 @functools.cache
@@ -43,14 +43,15 @@ class Scripts:
         self.unlock: Script = client.register_script(lua_source("unlock"))
         self.restock: Script = client.register_script(lua_source("restock"))
         self.rate_limit: Script = client.register_script(lua_source("rate_limit"))
-        # Sharded stock (seckill/store/shards.py): borrowing between parts, and its repairs.
+        # Sharded stock (seckill/store/plumbing/shards.py): borrowing between parts, and its
+        # repairs.
         self.lend: Script = client.register_script(lua_source("lend"))
         self.settle: Script = client.register_script(lua_source("settle"))
         self.receive: Script = client.register_script(lua_source("receive"))
         self.release_claim: Script = client.register_script(lua_source("release_claim"))
-        # The payment window (seckill/store/payments.py).
+        # The payment window (seckill/store/sale/payments.py).
         self.pay: Script = client.register_script(lua_source("pay"))
         self.expire: Script = client.register_script(lua_source("expire"))
-        # Fair admission (seckill/store/queue.py).
+        # Fair admission (seckill/store/sale/queue.py).
         self.queue_join: Script = client.register_script(lua_source("queue_join"))
         self.queue_status: Script = client.register_script(lua_source("queue_status"))

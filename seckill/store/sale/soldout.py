@@ -23,9 +23,9 @@ import redis
 from redis.client import PubSub
 
 from seckill.domain import errors
-from seckill.store.connection import Client, background_client, close_client
-from seckill.store.keys import KeySpace, split_buyer_entry
-from seckill.store.shards import part_tags
+from seckill.store.plumbing.connection import Client, background_client, close_client
+from seckill.store.plumbing.keys import KeySpace, split_buyer_entry
+from seckill.store.plumbing.shards import part_tags
 
 log = logging.getLogger("seckill.soldout")
 

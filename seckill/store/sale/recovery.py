@@ -4,7 +4,7 @@ Redis can come back empty (a FLUSHALL, a replica promoted with no data, a restar
 AOF). The purchase script then answers ``uninitialized``, never "sold out" nor "unlimited", and
 the gateway rebuilds the activity from the database, the source of truth. One gateway rebuilds,
 under a lock; the others wait briefly or answer 503. Comparing the two without writing, and
-repairing on demand: ``seckill.store.reconcile``. What is rebuilt, and what can be lost:
+repairing on demand: ``seckill.store.audit.reconcile``. What is rebuilt, and what can be lost:
 docs/internals.md.
 """
 
@@ -30,11 +30,11 @@ from seckill.domain.orders import (
     order_seq,
 )
 from seckill.sql.book import OrderBook
-from seckill.store.activities import PART_FIELDS, ActivityStore
-from seckill.store.connection import Client
-from seckill.store.keys import CONFIRMED_SUFFIX, KeySpace
-from seckill.store.scripts import Scripts, lua_source
-from seckill.store.shards import part_tags
+from seckill.store.plumbing.connection import Client
+from seckill.store.plumbing.keys import CONFIRMED_SUFFIX, KeySpace
+from seckill.store.plumbing.scripts import Scripts, lua_source
+from seckill.store.plumbing.shards import part_tags
+from seckill.store.sale.activities import PART_FIELDS, ActivityStore
 
 log = logging.getLogger("seckill.recovery")
 

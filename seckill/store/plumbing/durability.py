@@ -26,7 +26,7 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from seckill.store.connection import Client
+from seckill.store.plumbing.connection import Client
 
 log = logging.getLogger("seckill.durability")
 

@@ -1,7 +1,7 @@
 """What this process knows of each sale, and the purchase that updates it.
 
 It is the sale as the edge reads it (:class:`edge.sale.Sale`): the activity copies
-(``seckill.store.cache``), the sold-out flags (``seckill.store.soldout``) and the per-user
+(``seckill.store.sale.cache``), the sold-out flags (``seckill.store.sale.soldout``) and the per-user
 rate counters of the hot routes. And it is where the hot routes buy: a purchase goes to the
 stock script, and its answer is folded into the copy and the flag at once, with no extra
 round trip.
@@ -20,12 +20,12 @@ from seckill.config import Rate
 from seckill.domain import errors
 from seckill.domain.activities import Activity
 from seckill.domain.orders import Purchase
-from seckill.store.cache import ActivityCache
-from seckill.store.connection import ScriptWire
-from seckill.store.keys import KeySpace
-from seckill.store.queue import AdmissionQueue
-from seckill.store.soldout import SoldOutBoard
-from seckill.store.stock import StockService
+from seckill.store.plumbing.connection import ScriptWire
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.sale.cache import ActivityCache
+from seckill.store.sale.queue import AdmissionQueue
+from seckill.store.sale.soldout import SoldOutBoard
+from seckill.store.sale.stock import StockService
 
 log = logging.getLogger("seckill.ratelimit")
 
@@ -44,7 +44,7 @@ class SaleState:
         self.rate_script = rate_script
         self.rates = rates
         self._rate_args: list[int] = [n for rate in rates for n in rate]
-        self.queue = queue  # a queue or draw activity's admissions (seckill.store.queue)
+        self.queue = queue  # a queue or draw activity's admissions (seckill.store.sale.queue)
 
     # -- what the edge reads ---------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """A purchase on a sharded activity: at home in one round trip, or borrowing from the parts.
 
-A buyer's purchase runs on their home part (``seckill.store.shards.home_part``), where their
-order or claim is recorded: one purchase per user needs no cross-part step. When the home
+A buyer's purchase runs on their home part (``seckill.store.plumbing.shards.home_part``), where
+their order or claim is recorded: one purchase per user needs no cross-part step. When the home
 part has too few units it holds what it has in a claim and answers "borrow"; the other parts
 are asked in turn (``lua/lend.lua``, the fullest this process knows of first) until the claim
 has its units or every part has been asked, and the home part settles (``lua/settle.lua``):
@@ -24,11 +24,11 @@ from redis.commands.core import Script
 
 from seckill.domain import errors
 from seckill.domain.activities import MAX_TOTAL, counters_disagree
-from seckill.store.activities import PART_FIELDS
-from seckill.store.connection import Client
-from seckill.store.keys import KeySpace
-from seckill.store.scripts import Scripts
-from seckill.store.shards import home_part, part_tags, split_units
+from seckill.store.plumbing.connection import Client
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.scripts import Scripts
+from seckill.store.plumbing.shards import home_part, part_tags, split_units
+from seckill.store.sale.activities import PART_FIELDS
 
 log = logging.getLogger("seckill.sharded")
 
@@ -55,7 +55,7 @@ class ShardedPurchases:
     def purchase(self, aid: str, uid: str, quantity: int, shards: int,
                  rates: Sequence[tuple[int, int]], window: int = 0) -> list[Any]:
         """The final script reply of one purchase (purchase.lua's, or settle.lua's after a
-        borrow), for ``seckill.store.stock`` to turn into an outcome."""
+        borrow), for ``seckill.store.sale.stock`` to turn into an outcome."""
         tags = part_tags(aid, shards)
         home = home_part(uid, shards)
         tag = tags[home]

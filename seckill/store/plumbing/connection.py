@@ -8,9 +8,10 @@ EVALSHA is a second purchase. Callers decide what a failure means (a purchase fa
 On a Redis/Valkey Cluster (``SECKILL_REDIS_CLUSTER``, :func:`is_cluster`) the pooled client is
 redis-py's ``RedisCluster`` with the same settings: a blocking pool per node, no retries of a
 command whose reply was lost (redirections, which prove a command did not run, are followed).
-The purchase's wire for a cluster is ``seckill.store.routing.ClusterWire``.
+The purchase's wire for a cluster is ``seckill.store.plumbing.routing.ClusterWire``.
 
-Key names live in ``seckill.store.keys``, the Lua scripts in ``seckill.store.scripts``.
+Key names live in ``seckill.store.plumbing.keys``, the Lua scripts in
+``seckill.store.plumbing.scripts``.
 """
 
 from __future__ import annotations

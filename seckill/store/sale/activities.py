@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from seckill.domain import errors, packets
 from seckill.domain.activities import PACKETS, Activity
 from seckill.domain.clock import now_ms
-from seckill.store.connection import Client
-from seckill.store.keys import KeySpace
-from seckill.store.scripts import Scripts
-from seckill.store.shards import part_tags, split_units
+from seckill.store.plumbing.connection import Client
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.scripts import Scripts
+from seckill.store.plumbing.shards import part_tags, split_units
 
 # What each part of a sharded activity adds to the whole: the activity's total is the sum of
 # (total + lent - borrowed) over the parts (units in transit between two parts count), and

@@ -21,11 +21,11 @@ from seckill.domain import admission, errors
 from seckill.domain.activities import Activity
 from seckill.domain.admission import QueueView
 from seckill.domain.clock import iso_from_ms
-from seckill.store.connection import Client, ScriptWire, unavailable
-from seckill.store.keys import KeySpace
-from seckill.store.recovery import Restorer
-from seckill.store.scripts import Scripts
-from seckill.store.stock import FollowUp
+from seckill.store.plumbing.connection import Client, ScriptWire, unavailable
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.scripts import Scripts
+from seckill.store.sale.recovery import Restorer
+from seckill.store.sale.stock import FollowUp
 
 log = logging.getLogger("seckill.queue")
 

@@ -20,8 +20,8 @@ import altcha
 import orjson
 
 from seckill.domain import errors
-from seckill.store.connection import Client
-from seckill.store.keys import KeySpace
+from seckill.store.plumbing.connection import Client
+from seckill.store.plumbing.keys import KeySpace
 
 ALGORITHM: Final = "SHA-256"
 # The difficulty curve: maxnumber is BASE_MAXNUMBER while fewer than RISE_FROM challenges are

@@ -26,11 +26,11 @@ import redis
 from seckill.domain import errors
 from seckill.domain.entries import PAYMENT_REF
 from seckill.domain.orders import CANCELLED, DUE, PAID, OrderStatus, activity_of_order
-from seckill.store.connection import unavailable
-from seckill.store.keys import KeySpace
-from seckill.store.recovery import part_of_order
-from seckill.store.shards import part_tags
-from seckill.store.stock import StockService
+from seckill.store.plumbing.connection import unavailable
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.shards import part_tags
+from seckill.store.sale.recovery import part_of_order
+from seckill.store.sale.stock import StockService
 
 log = logging.getLogger("seckill.payments")
 

@@ -19,10 +19,10 @@ from seckill.domain import errors
 from seckill.domain.activities import Activity
 from seckill.domain.clock import now_ms
 from seckill.sql.book import OrderBook
-from seckill.store.activities import ActivityStore
-from seckill.store.connection import unavailable
-from seckill.store.recovery import Restorer
-from seckill.store.shards import part_tags
+from seckill.store.plumbing.connection import unavailable
+from seckill.store.plumbing.shards import part_tags
+from seckill.store.sale.activities import ActivityStore
+from seckill.store.sale.recovery import Restorer
 
 log = logging.getLogger("seckill.controls")
 

@@ -159,7 +159,7 @@ class KeySpace:
     def challenges_issued(self, aid: str, second: int) -> str:
         """Counter (a few seconds' life): the proof-of-work challenges issued for the activity
         in one second of the gateway's clock; their rate sets the next ones' difficulty
-        (``seckill/store/challenge.py``)."""
+        (``seckill/store/sale/challenge.py``)."""
         return f"{self.prefix}:{{{aid}}}:altcha-issued:{second}"
 
     def challenge_used(self, aid: str, signature: str) -> str:

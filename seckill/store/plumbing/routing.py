@@ -38,7 +38,7 @@ from redis.exceptions import (
 )
 
 from seckill import metrics
-from seckill.store.connection import Cluster, NotSent, Wire, send_script
+from seckill.store.plumbing.connection import Cluster, NotSent, Wire, send_script
 
 log = logging.getLogger("seckill.redis")
 
@@ -160,9 +160,9 @@ class ClusterWire:
     def run_script(self, script: Script, keys: list[str], args: list[Any],
                    *after: tuple[Any, ...]) -> list[Any]:
         """EVALSHA of ``script`` on the master of its keys' slot, then the ``after`` commands,
-        in one send; the replies (:func:`seckill.store.connection.send_script`). After NOSCRIPT
-        the script is loaded on the node that said it, which after an ASK is the migration's
-        target, not the slot's master."""
+        in one send; the replies (:func:`seckill.store.plumbing.connection.send_script`). After
+        NOSCRIPT the script is loaded on the node that said it, which after an ASK is the
+        migration's target, not the slot's master."""
         slot = slot_of(keys[0])
         answered: list[ClusterNode] = []  # the node of the last send's replies
 

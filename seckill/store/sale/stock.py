@@ -23,13 +23,13 @@ from seckill.domain.activities import MAX_TOTAL, PACKETS, STOCK
 from seckill.domain.clock import iso_from_ms
 from seckill.domain.orders import CANCELLED, OrderStatus, Purchase, Stats, activity_of_order
 from seckill.sql.book import OrderBook
-from seckill.store.connection import Client, ScriptWire, unavailable
-from seckill.store.durability import Durability
-from seckill.store.keys import KeySpace, split_buyer_entry
-from seckill.store.recovery import Restorer
-from seckill.store.scripts import Scripts
-from seckill.store.sharded import INCONSISTENT, ShardedPurchases, numbers, restock_refusal
-from seckill.store.shards import home_part, part_tags
+from seckill.store.plumbing.connection import Client, ScriptWire, unavailable
+from seckill.store.plumbing.durability import Durability
+from seckill.store.plumbing.keys import KeySpace, split_buyer_entry
+from seckill.store.plumbing.scripts import Scripts
+from seckill.store.plumbing.shards import home_part, part_tags
+from seckill.store.sale.recovery import Restorer
+from seckill.store.sale.sharded import INCONSISTENT, ShardedPurchases, numbers, restock_refusal
 
 log = logging.getLogger("seckill.stock")
 
@@ -77,7 +77,7 @@ class StockService:
              then: FollowUp | None = None) -> Any:
         """Run a writing script, followed on the same connection by the durability mode's
         wait (:meth:`Durability.commands`), in one round trip
-        (:class:`seckill.store.connection.Wire`). Returns the script's reply; raises
+        (:class:`seckill.store.plumbing.connection.Wire`). Returns the script's reply; raises
         Unavailable when the reply was not read or the write could not be confirmed on disk.
         ``then``: a command sent last in the same send (its own reply is its business: an
         error reply runs its fallback)."""
@@ -104,9 +104,9 @@ class StockService:
         (``lua/grab.lua``). ``kind`` is what the caller's copy of the activity says; each script
         checks it, and a copy that was wrong costs one more round trip, never a wrong sale.
         ``shards`` (fixed at creation): a sharded activity buys on the buyer's home part
-        (``seckill.store.sharded``); ``remaining`` is then that part's, not the whole's.
+        (``seckill.store.sale.sharded``); ``remaining`` is then that part's, not the whole's.
         ``window`` (a payment window, seconds; fixed at creation): the scripts get its keys,
-        and the order is held until paid (``seckill.store.payments``)."""
+        and the order is held until paid (``seckill.store.sale.payments``)."""
         if shards > 1:
             return _outcome(self._checked(aid, self.sharded.purchase(
                 aid, uid, quantity, shards, self.rates, window)), quantity, False)

@@ -1,0 +1,1 @@
+"""The operator's reads of the store: the census (metrics, console) and reconcile."""
