@@ -1,7 +1,7 @@
 """What the edge reads from the sale: the one door between the edge and the domain.
 
 The edge never computes stock: it asks questions whose answers the sale keeps in the
-process (``seckill.store.sale.SaleState`` implements them), and the purchase script
+process (``seckill.store.sale.state.SaleState`` implements them), and the purchase script
 re-checks everything that matters, so a stale answer can delay a refusal, never sell.
 """
 

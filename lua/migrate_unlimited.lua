@@ -1,5 +1,5 @@
 -- migrate_unlimited.lua: give a meta hash written before the `unlimited` flag its flag, as the
--- database says (seckill/store/recovery.py, Restorer.migrate). Before the flag, `remaining -1`
+-- database says (seckill/store/sale/recovery.py, Restorer.migrate). Before the flag, `remaining -1`
 -- (and `total -1`) meant unlimited; a script cannot tell that from a limited activity whose
 -- counter a torn AOF replay left at -1, so the gateway asks the database (total NULL:
 -- unlimited) and writes the answer here.
