@@ -1,7 +1,7 @@
 """The outcomes a purchase (or an operator call) can end in, as exceptions carrying their data.
 
 Each class knows its HTTP status and contract error code; the mapping to a JSON body happens
-in exactly one place, ``edge.errors``. Nothing here knows about Flask.
+in exactly one place, ``seckill.web.errors``. Nothing here knows about Flask.
 """
 
 from __future__ import annotations

@@ -96,12 +96,6 @@ class OrderBook:
         except sa.exc.IntegrityError:
             raise errors.ActivityExists(activity=activity.id) from None
 
-    def delete_activity(self, aid: str) -> None:
-        """Delete an activity's row (its orders are left as they are)."""
-        self.ready()
-        with self.engine.begin() as conn:
-            conn.execute(activities.delete().where(activities.c.id == aid))
-
     def set_total(self, aid: str, total: int) -> None:
         """Set an activity's total (after a restock)."""
         self.ready()

@@ -325,13 +325,9 @@ class Wire:
         (:func:`send_script`)."""
         return send_script(self.call, script, keys, args, *after)
 
-    def drop_idle(self) -> None:
-        """Disconnect the idle connections (the server went away: they are likely broken)."""
-        while self._idle:
-            self._idle.pop().disconnect()
-
     def close(self) -> None:
-        """Disconnect the idle connections."""
+        """Disconnect the idle connections (on a stop, or when the server went away and they
+        are likely broken); the next call connects anew."""
         while self._idle:
             self._idle.pop().disconnect()
 

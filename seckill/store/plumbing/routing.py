@@ -112,12 +112,12 @@ class ClusterWire:
             try:
                 replies = wire.call(*sent)
             except NotSent:
-                wire.drop_idle()
+                wire.close()  # the server went away: its idle connections are likely broken
                 self._wait_out(deadline, refresh=True, reason="not_connected")
                 asking, redirects = None, 0
                 continue
             except (redis.ConnectionError, redis.TimeoutError):
-                wire.drop_idle()  # the master may be gone: its other connections too
+                wire.close()  # the master may be gone: its other connections too
                 self.refresh()
                 raise
             if asking is not None:

@@ -56,13 +56,6 @@ def activity_of_tag(tag: str) -> str:
     return tag.split(":", 1)[0]
 
 
-def part_of_tag(tag: str) -> int:
-    """The part number of a hash tag (0 for the activity's own)."""
-    if ":" not in tag:
-        return 0
-    return int(tag.split(":", 1)[1].split(".", 1)[0])
-
-
 def split_units(units: int, shards: int) -> list[int]:
     """``units`` spread over ``shards`` parts as evenly as whole numbers allow (signed)."""
     sign = -1 if units < 0 else 1
