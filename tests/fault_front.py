@@ -20,7 +20,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from seckill.ops.embedded import EmbeddedValkey, free_port
+from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.ports import free_listen_port
 from tests.conftest import gateway_env
 from tests.relay import ChunkHook, Relay
 from tests.servers import NginxFront, gunicorn_server, nginx_server, running_server
@@ -95,7 +96,7 @@ def fault_front(tmp: Path) -> Iterator[FaultFront]:
     valkey = EmbeddedValkey(tmp / "valkey", appendfsync="everysec")
     valkey.start()
     try:
-        port, dead, metrics_port = free_port(), free_port(), free_port()
+        port, dead, metrics_port = free_listen_port(), free_listen_port(), free_listen_port()
         env = {
             **gateway_env(valkey.url, f"t{uuid.uuid4().hex[:12]}", tmp / "data",
                           f"sqlite:///{tmp / 'orders.db'}", "1000/second"),

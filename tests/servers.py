@@ -21,7 +21,8 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from seckill.ops.embedded import die_with_parent, free_port
+from seckill.ops.embedded import die_with_parent
+from seckill.ops.ports import free_listen_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -145,7 +146,7 @@ def gunicorn_server(
     ``env`` is the gateway's configuration (REDIS_URL, the secrets, SECKILL_KEY_PREFIX, ...),
     added to ``os.environ``; ``GUNICORN_WORKERS`` is set from ``workers``.
     """
-    port = port or free_port()
+    port = port or free_listen_port()
     base = f"http://127.0.0.1:{port}"
     server_env = {
         "GUNICORN_GRACEFUL_TIMEOUT": "5",
@@ -205,7 +206,7 @@ def nginx_server(backends: Sequence[str], run_dir: Path, **options: object) -> I
     from seckill.ops import nginx
 
     binary = require_nginx()
-    port, admin_port = free_port(), free_port()
+    port, admin_port = free_listen_port(), free_listen_port()
     nginx.prepare_run_dir(run_dir)
     user, reason = nginx.worker_user(nginx.default_static_root(), run_dir)
     settings = nginx.NginxOptions(

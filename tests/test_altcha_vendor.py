@@ -15,7 +15,7 @@ import redis
 import urllib3
 
 from bench import altcha_solve
-from seckill.ops.embedded import free_port
+from seckill.ops.ports import free_listen_port
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.sale.challenge import Challenges
 from tests.servers import REPO_ROOT, nginx_server, require
@@ -67,7 +67,7 @@ def test_the_widget_solves_a_gateway_challenge_in_chromium(rds: redis.Redis, pre
 
 def test_nginx_serves_the_widget_as_javascript(tmp_path: Path) -> None:
     # Static files need no gateway: the backend is a port nobody listens on.
-    with nginx_server([f"127.0.0.1:{free_port()}"], tmp_path / "nginx") as proxy:
+    with nginx_server([f"127.0.0.1:{free_listen_port()}"], tmp_path / "nginx") as proxy:
         answer = urllib3.request("GET", f"{proxy.base}/static/vendor/altcha/altcha.js",
                                  timeout=5, retries=False)
     assert answer.status == 200

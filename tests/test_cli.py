@@ -22,7 +22,8 @@ import psutil
 import pytest
 
 from edge.identity import mint_user_token, user_from_jwt
-from seckill.ops.embedded import EmbeddedValkey, free_port
+from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.ports import free_listen_port
 from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, URL_KEY, buy, iso
 
 # The console script pip installed next to this interpreter (not resolved: that leaves the venv).
@@ -148,7 +149,7 @@ def test_activity_create_rejects_bad_input(env, args: list[str], message: str) -
 
 def test_activity_show_says_when_redis_is_unreachable(env, make_activity) -> None:
     make_activity()  # the database exists (a read-only command on a missing one says so)
-    nowhere = {**env, "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}
+    nowhere = {**env, "REDIS_URL": f"redis://127.0.0.1:{free_listen_port()}/0"}
     result = seckill("activity", "show", "anything", env=nowhere)
     assert_one_line_error(result, 1, "cannot reach Redis")
 
@@ -235,7 +236,7 @@ def seckill_up(tmp_path: Path, env: dict[str, str], *args: str) -> Iterator[
     """Run ``seckill up`` on a free port until healthy; yield it, its port, its log, and a
     list the test fills with the processes it saw (all of them are checked gone at the end,
     and killed by PID if a failing test left them)."""
-    port = free_port()
+    port = free_listen_port()
     log = tmp_path / "up.log"
     seen: list[psutil.Process] = []
     with log.open("wb") as sink:
@@ -402,7 +403,7 @@ def test_up_on_an_outside_redis_shares_printed_development_secrets(tmp_path: Pat
 
 
 def test_up_refuses_to_start_without_production_secrets(tmp_path: Path) -> None:
-    result = seckill("up", "--port", str(free_port()),
+    result = seckill("up", "--port", str(free_listen_port()),
                      env={"SECKILL_DATA_DIR": str(tmp_path / "data")})
     assert_one_line_error(result, 2, "SECKILL_SECRET_KEY is not set")
 

@@ -22,9 +22,11 @@ from redis.crc import key_slot
 
 from seckill.config import ConfigError, Settings
 from seckill.ops.cluster import EmbeddedCluster
-from seckill.ops.embedded import EmbeddedValkey, free_port
-from seckill.services import ReadOnlyRefused, Services
+from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.ports import free_listen_port
+from seckill.services import Services
 from seckill.store.plumbing.connection import Cluster, is_cluster
+from seckill.store.plumbing.readonly import ReadOnlyRefused
 from seckill.web.app import create_app
 from tests.conftest import (
     ADMIN,
@@ -228,7 +230,7 @@ def _evalsha_calls(conn: Any) -> int:
 def test_redis_url_may_name_several_nodes_and_one_may_be_down(
     make_app: Callable[..., Flask], valkey_cluster: EmbeddedCluster, env: dict[str, str]
 ) -> None:
-    dead = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    dead = f"redis://127.0.0.1:{free_listen_port()}/0"  # nothing listens there
     several = f"{dead},{valkey_cluster.urls[1]}"
     client = make_app(REDIS_URL=several).test_client()  # auto: the second node answers
     aid = create_activity(client, total=1)["id"]

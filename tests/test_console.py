@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from seckill.ops.embedded import free_port
+from seckill.ops.ports import free_listen_port
 from tests.conftest import ADMIN, ADMIN_TOKEN, buy, create_activity, expect, user_headers
 from tests.servers import REPO_ROOT
 from tests.test_cli import call
@@ -24,7 +24,7 @@ DOCS = REPO_ROOT / "docs"
 
 
 def test_the_state_says_stock_outcomes_backlog_and_instances(make_app):
-    dead = f"127.0.0.1:{free_port()}"
+    dead = f"127.0.0.1:{free_listen_port()}"
     app = make_app(SECKILL_INSTANCES=dead)
     client = app.test_client()
     aid = create_activity(client, name="Phone X", total=3)["id"]

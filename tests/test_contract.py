@@ -17,7 +17,7 @@ from flask import Flask
 
 from seckill.domain.activities import Activity
 from seckill.domain.clock import now_ms
-from seckill.ops.embedded import free_port
+from seckill.ops.ports import free_listen_port
 from seckill.web.errors import MAX_BODY
 from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect, iso, keys_of, user_headers
 from tests.openapi_check import CheckedClient
@@ -323,7 +323,8 @@ def test_insufficient_stock(client, make_activity):
 
 def test_store_unreachable_is_503_unavailable(make_app):
     """The contract's 503: the store cannot be reached (fail closed, never 500 or 200)."""
-    app = make_app(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0", SECKILL_REDIS_TIMEOUT="0.5")
+    app = make_app(REDIS_URL=f"redis://127.0.0.1:{free_listen_port()}/0",
+                   SECKILL_REDIS_TIMEOUT="0.5")
     client = app.test_client()
     headers = user_headers("alice")
     token, _ = app.extensions["edge.PurchaseUrls"].signer.sign("someactivity", "alice")
@@ -546,7 +547,8 @@ def test_healthz_ok(client):
 
 
 def test_healthz_redis_down(make_app):
-    app = make_app(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0", SECKILL_REDIS_TIMEOUT="0.5")
+    app = make_app(REDIS_URL=f"redis://127.0.0.1:{free_listen_port()}/0",
+                   SECKILL_REDIS_TIMEOUT="0.5")
     body = expect(app.test_client().get("/healthz"), 503)
     assert body["status"] == "unavailable"
     assert "redis" in body["failing"]

@@ -27,7 +27,8 @@ import urllib3
 
 from edge.identity import mint_user_token
 from seckill.ops import nginx
-from seckill.ops.embedded import EmbeddedValkey, free_port
+from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.ports import free_listen_port
 from tests.conftest import ADMIN, JWT_SECRET, gateway_env, iso
 from tests.servers import NginxFront, gunicorn_server, nginx_server, require_nginx
 
@@ -139,8 +140,8 @@ def test_rendered_config_passes_nginx_t(tmp_path: Path, options: dict[str, Any])
     run_dir = tmp_path / "run"
     nginx.prepare_run_dir(run_dir)
     settings = nginx.NginxOptions(backends=["127.0.0.1:9001", "127.0.0.1:9002"],
-                                  port=free_port(), admin_port=free_port(), run_dir=run_dir,
-                                  **options)
+                                  port=free_listen_port(), admin_port=free_listen_port(),
+                                  run_dir=run_dir, **options)
     conf = tmp_path / "nginx.conf"
     text = nginx.render(settings)
     conf.write_text(text)
@@ -476,7 +477,7 @@ def test_nginx_own_answers_are_json(instances, tmp_path, http) -> None:
 
 
 def test_no_instance_up_is_a_json_502(instances, tmp_path, http) -> None:
-    with front(instances, tmp_path, backends=[f"127.0.0.1:{free_port()}"]) as proxy:
+    with front(instances, tmp_path, backends=[f"127.0.0.1:{free_listen_port()}"]) as proxy:
         for method, path in [("GET", "/seckill/time"), ("POST", "/seckill/a/b/buy"),
                              ("GET", "/healthz")]:
             expect_json_error(call(http, method, f"{proxy.base}{path}"), 502, "bad_gateway")

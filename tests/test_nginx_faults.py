@@ -25,7 +25,7 @@ import orjson
 import pytest
 import urllib3
 
-from seckill.ops.embedded import free_port
+from seckill.ops.ports import free_listen_port
 from tests import test_nginx as nginx_tests
 from tests.conftest import ADMIN, iso
 from tests.servers import NginxFront
@@ -121,7 +121,7 @@ def test_a_refused_instance_is_passed_over_and_the_admin_listener_never_502s(
 ) -> None:
     """A backend that refuses connections (nothing listens) beside a real one: GETs move on to
     the real one, operator calls too; only when nothing answers is the 502 nginx's JSON."""
-    dead = f"127.0.0.1:{free_port()}"
+    dead = f"127.0.0.1:{free_listen_port()}"
     with front(instances, tmp_path, ip_rate="off",
                backends=[dead, instances.backends[0]]) as proxy:
         for _ in range(6):

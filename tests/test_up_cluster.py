@@ -18,7 +18,7 @@ import pytest
 from redis.cluster import RedisCluster
 
 from seckill.ops.cluster import CLUSTER_SLOTS, EmbeddedCluster
-from seckill.ops.embedded import free_port
+from seckill.ops.ports import free_listen_port
 from tests.conftest import ADMIN_TOKEN, JWT_SECRET, URL_KEY
 from tests.test_cli import (
     SECKILL,
@@ -53,7 +53,8 @@ def up_on_a_cluster(tmp_path: Path, env: dict[str, str], *args: str) -> Iterator
     log = tmp_path / f"up-{time.monotonic_ns()}.log"
     seen: list[psutil.Process] = []
     with log.open("wb") as sink, subprocess.Popen(
-        [str(SECKILL), "up", "--port", str(free_port()), "--no-nginx", "--workers", "1", *args],
+        [str(SECKILL), "up", "--port", str(free_listen_port()), "--no-nginx", "--workers", "1",
+         *args],
         env=clean_environ(**env), stdin=subprocess.DEVNULL, stdout=sink,
         stderr=subprocess.STDOUT,
     ) as up:
@@ -204,7 +205,7 @@ def test_up_refuses_a_bad_cluster(
     data = tmp_path / "data"
     for port in (40001, 40002, 40003):  # a folder of a 3-node cluster
         (data / "cluster" / f"node-{port}").mkdir(parents=True)
-    result = seckill("up", "--port", str(free_port()), "--no-nginx", *args,
+    result = seckill("up", "--port", str(free_listen_port()), "--no-nginx", *args,
                      env={**up_env(data), **extra})
     assert_one_line_error(result, 2, message)
     # No node was started for this folder (the session's own Valkeys are this process's

@@ -25,7 +25,7 @@ import redis
 import urllib3
 
 from seckill.ops import nginx
-from seckill.ops.embedded import free_port
+from seckill.ops.ports import free_listen_port
 from tests.conftest import ADMIN
 from tests.servers import require_nginx
 from tests.test_cli import (
@@ -157,9 +157,9 @@ def test_up_refuses_a_taken_admin_port(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         busy = taken.getsockname()[1]
-        port = free_port()
+        port = free_listen_port()
         while port == busy:
-            port = free_port()
+            port = free_listen_port()
         result = seckill("up", "--port", str(port), "--admin-port", str(busy),
                          env=up_env(tmp_path / "data"))
     assert result.returncode == 2, result.stderr

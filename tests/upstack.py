@@ -19,7 +19,7 @@ from typing import Any
 import psutil
 
 from edge.identity import mint_user_token
-from seckill.ops.embedded import free_port
+from seckill.ops.ports import free_listen_port
 from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, URL_KEY, iso
 from tests.servers import require_nginx
 from tests.test_cli import call, seckill_up
@@ -90,7 +90,7 @@ class UpStack:
         self.seen.extend(psutil.Process(self.process.pid).children(recursive=True))
 
     def create_activity(self, **fields: Any) -> str:
-        body = {"id": f"up{free_port()}", "name": "Phone X", "total": 10,
+        body = {"id": f"up{free_listen_port()}", "name": "Phone X", "total": 10,
                 "starts_at": iso(-5), "ends_at": iso(3600), **fields}
         admin = ADMIN["Authorization"].removeprefix("Bearer ")
         status, made = call(self.admin_port, "POST", "/admin/activities", admin, body)
@@ -107,7 +107,7 @@ def running_up(tmp: Path, *args: str, **env: str) -> Iterator[UpStack]:
     """``seckill up --admin-port <free> *args`` with nginx (the test fails or skips without it,
     see :func:`tests.servers.require`), in development mode with the suite's secrets."""
     require_nginx()
-    admin_port = free_port()
+    admin_port = free_listen_port()
     data = tmp / "data"
     with seckill_up(tmp, up_env(data, **env), "--admin-port", str(admin_port), *args) as (
         process, port, log, seen

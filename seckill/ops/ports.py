@@ -59,6 +59,9 @@ def _ephemeral_low() -> int:
 
 
 LISTEN_PORTS_FROM = 3 * BUS_PORT_OFFSET  # above the cluster's node and bus ports
+# Every port this process has handed out: none is handed out twice (two listeners of one test
+# or one stack were once given the same port between a draw and the first one's bind).
+_HANDED_OUT: set[int] = set()
 
 
 def free_listen_port(host: str = "127.0.0.1", avoid: Collection[int] = ()) -> int:
@@ -66,14 +69,17 @@ def free_listen_port(host: str = "127.0.0.1", avoid: Collection[int] = ()) -> in
     started after others, the exporter): below the kernel's ephemeral range when it leaves
     room, so that no outgoing connection made meanwhile (they draw their local port from that
     range) can take it, as one did a :func:`free_port` port before its exporter bound it.
-    ``avoid``: ports already chosen for listeners not started yet."""
+    ``avoid``: ports already chosen for listeners not started yet (this process's earlier
+    answers are avoided too)."""
     low = _ephemeral_low()
     if low - LISTEN_PORTS_FROM >= 1000:
         for _ in range(100):
             port = random.randrange(LISTEN_PORTS_FROM, low)
-            if port not in avoid and bindable(host, port):
+            if port not in avoid and port not in _HANDED_OUT and bindable(host, port):
+                _HANDED_OUT.add(port)
                 return port
     while True:
         port = free_port(host)
-        if port not in avoid:
+        if port not in avoid and port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
             return port
