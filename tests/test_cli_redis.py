@@ -355,12 +355,12 @@ def test_read_only_services_refuse_every_write(
     through is one the server itself calls read-only."""
     import sqlalchemy as sa
 
-    from seckill.services import (
+    from seckill.services import Services
+    from seckill.store.plumbing.readonly import (
         HANDSHAKE_COMMANDS,
         READ_COMMANDS,
         TOPOLOGY_COMMANDS,
         ReadOnlyRefused,
-        Services,
     )
 
     settings = Settings.from_env({"SECKILL_ENV": "development", "REDIS_URL": own_valkey.url,

@@ -57,7 +57,7 @@ def store_settings(access: str, environ: dict[str, str] | None = None) -> Settin
     """The settings of a command on the store: ``REDIS_URL``, or the running ``seckill up``'s
     (ConfigError when there is neither, or when the database a non-creating command needs is
     missing). The commands use no secret: none is required."""
-    from seckill.services import sqlite_file
+    from seckill.store.plumbing.readonly import sqlite_file
 
     env = {**(os.environ if environ is None else environ), "SECKILL_ENV": "development"}
     if not env.get("REDIS_URL"):
@@ -113,7 +113,8 @@ def store_services(access: str | None = None) -> Iterator[Services]:
     import redis
     import sqlalchemy as sa
 
-    from seckill.services import ReadOnlyRefused, Services
+    from seckill.services import Services
+    from seckill.store.plumbing.readonly import ReadOnlyRefused
 
     access = access or _ACCESS.get()
     settings = store_settings(access)
