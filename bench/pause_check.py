@@ -27,6 +27,7 @@ from seckill.domain.clock import now_ms
 from seckill.ops.embedded import EmbeddedValkey
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import lua_source
+from seckill.store.sale.meta import meta_fields
 
 PAUSE_CHECK = "if meta[paused_at] == '1' then\n  return {'paused'}\nend\n"
 PAUSE_FIELD = "meta_fields[paused_at] = 'paused'\n"
@@ -48,7 +49,7 @@ def one_round(client: redis.Redis, sha: str, purchases: int, depth: int) -> floa
     at = now_ms()
     activity = Activity(id=aid, name="bench", starts_ms=at - 1000, ends_ms=at + 3_600_000,
                         total=purchases, remaining=purchases)
-    client.hset(keys.meta(aid), items=activity.redis_fields(at))
+    client.hset(keys.meta(aid), items=meta_fields(activity, at))
     client.config_resetstat()
     for start in range(0, purchases, depth):
         pipe = client.pipeline(transaction=False)

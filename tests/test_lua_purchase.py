@@ -20,6 +20,7 @@ from seckill.domain.activities import Activity
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts, lua_source
 from seckill.store.sale.activities import ActivityStore
+from seckill.store.sale.meta import meta_fields
 from tests.conftest import ADMIN, buy, create_activity, expect, keys_of, user_headers
 from tests.relay import ChunkHook, Relay
 
@@ -271,7 +272,7 @@ def test_create_activity_script_never_overwrites(lua):
     snapshot = lua.meta(activity.id)
     again = dataclasses.replace(activity, total=99, remaining=99, name="Other")
     created = lua.scripts.create_activity(keys=[lua.keys.meta(activity.id)],
-                                          args=again.redis_fields(0))
+                                          args=meta_fields(again, 0))
     assert created == 0
     assert lua.meta(activity.id) == snapshot
 

@@ -31,6 +31,7 @@ from seckill.sql.book import OrderBook
 from seckill.sql.schema import activities
 from seckill.store.audit.reconcile import reconcile
 from seckill.store.plumbing.connection import close_client
+from seckill.store.sale.meta import meta_fields
 from seckill.store.sale.stock import StockService
 from tests.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.conftest import (
@@ -514,7 +515,7 @@ def test_a_second_publisher_never_adds_packets(
     activity = services.book.load_activity(aid)
     assert activity is not None and activity.seed is not None
     packets = split(1_000, 20, activity.seed)
-    fields = activity.redis_fields(0)
+    fields = meta_fields(activity, 0)
     assert services.activities.publish_packets(activity, packets, fields) is False
     assert services.activities.create(activity) is False
     assert int(rds.llen(_key(prefix, aid, "packets"))) == 20

@@ -5,7 +5,8 @@ are unlimited (``total`` NULL); the new gateway asks it on its first copy of suc
 limited one stays limited, and a limited one that reads -1 refuses as inconsistent.
 
 ``V2`` is a frozen copy of the fields the gateway wrote before the flag
-(``Activity.redis_fields`` and ``part_fields`` of commit e335bfa): the test writes them by
+(``Activity.redis_fields`` and ``part_fields`` of commit e335bfa, now
+``seckill.store.sale.meta``): the test writes them by
 hand, as that code did, never through today's code."""
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.plumbing.shards import part_tags, split_units
+from seckill.store.sale.meta import activity_from_meta, meta_fields, part_fields
 
 # What each part of a sharded activity adds to the whole: the activity's total is the sum of
 # (total + lent - borrowed) over the parts (units in transit between two parts count), and
@@ -69,19 +70,19 @@ class ActivityStore:
                 for part in range(activity.shards - 1, 0, -1):
                     self.scripts.create_activity(
                         keys=[self.keys.meta(tags[part])],
-                        args=activity.part_fields(part, shares[part], created))
+                        args=part_fields(activity, part, shares[part], created))
                 return bool(self.scripts.create_activity(
                     keys=[self.keys.meta(activity.id)],
-                    args=activity.part_fields(0, shares[0], created)))
+                    args=part_fields(activity, 0, shares[0], created)))
             return bool(
                 self.scripts.create_activity(
-                    keys=[self.keys.meta(activity.id)], args=activity.redis_fields(created)
+                    keys=[self.keys.meta(activity.id)], args=meta_fields(activity, created)
                 )
             )
         assert activity.amount is not None and activity.total is not None
         assert activity.seed is not None
         split = packets.split(activity.amount, activity.total, activity.seed)
-        return self.publish_packets(activity, split, activity.redis_fields(now_ms()), progress)
+        return self.publish_packets(activity, split, meta_fields(activity, now_ms()), progress)
 
     def publish_packets(
         self, activity: Activity, unclaimed: list[int], fields: list[str | int],
@@ -112,7 +113,7 @@ class ActivityStore:
         fields = self.client.hgetall(self.keys.meta(aid))
         if not fields:
             return None
-        return self.whole([Activity.from_redis(aid, fields)])[0]  # type: ignore[arg-type]
+        return self.whole([activity_from_meta(aid, fields)])[0]  # type: ignore[arg-type]
 
     def whole(self, found: Sequence[Activity], client: Client | None = None
               ) -> list[Activity | None]:

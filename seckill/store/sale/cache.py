@@ -11,6 +11,7 @@ from seckill.domain import errors
 from seckill.domain.activities import Activity, is_activity_id
 from seckill.store.plumbing.connection import background_client, close_client
 from seckill.store.sale.activities import ActivityStore
+from seckill.store.sale.meta import activity_from_meta
 
 log = logging.getLogger("seckill.activities")
 
@@ -231,7 +232,7 @@ class ActivityCache:
                 if not fields:
                     continue
                 try:
-                    loaded[aid] = Activity.from_redis(aid, fields)
+                    loaded[aid] = activity_from_meta(aid, fields)
                 except (KeyError, ValueError) as exc:
                     log.warning("activity %s has a malformed meta hash: %s", aid, exc)
                     loaded[aid] = None

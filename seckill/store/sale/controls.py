@@ -22,6 +22,7 @@ from seckill.sql.book import OrderBook
 from seckill.store.plumbing.connection import unavailable
 from seckill.store.plumbing.shards import part_tags
 from seckill.store.sale.activities import ActivityStore
+from seckill.store.sale.meta import activity_from_meta
 from seckill.store.sale.recovery import Restorer
 
 log = logging.getLogger("seckill.controls")
@@ -128,7 +129,7 @@ class SaleControls:
             for aid in ids:
                 pipe.hgetall(self.store.keys.meta(aid))
             replies = pipe.execute()
-            found = [Activity.from_redis(aid, fields)
+            found = [activity_from_meta(aid, fields)
                      for aid, fields in zip(ids, replies, strict=True) if fields]
             summed = {a.id: w for a, w in zip(found, self.store.whole(found), strict=True) if w}
         except redis.RedisError as exc:

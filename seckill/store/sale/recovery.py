@@ -35,6 +35,7 @@ from seckill.store.plumbing.keys import CONFIRMED_SUFFIX, KeySpace
 from seckill.store.plumbing.scripts import Scripts, lua_source
 from seckill.store.plumbing.shards import part_tags
 from seckill.store.sale.activities import PART_FIELDS, ActivityStore
+from seckill.store.sale.meta import meta_fields, part_fields, set_field
 
 log = logging.getLogger("seckill.recovery")
 
@@ -211,16 +212,16 @@ class Restorer:
         pipe.execute()
 
         restored = dataclasses.replace(activity, remaining=remaining)
-        fields = restored.redis_fields(now_ms())
-        fields = _set_field(_set_field(fields, "sold", sold), "seq", seq)
+        fields = meta_fields(restored, now_ms())
+        fields = set_field(set_field(fields, "sold", sold), "seq", seq)
         if activity.payment_window:
-            fields = _set_field(_set_field(fields, "paid", paid), "expired", expired)
+            fields = set_field(set_field(fields, "paid", paid), "expired", expired)
         # Meta last: until it exists every purchase answers "uninitialized", so nobody can buy
         # against a half-restored buyer list.
         given: int | None = None
         if activity.kind == PACKETS:
             unclaimed, given = unclaimed_packets(activity, list(live.values()))
-            fields = _set_field(_set_field(fields, "remaining", len(unclaimed)),
+            fields = set_field(set_field(fields, "remaining", len(unclaimed)),
                                 "amount_given", given)
             remaining = len(unclaimed)
             store = ActivityStore(self.client, self.keys, self.scripts)
@@ -300,15 +301,15 @@ def rebuild_parts(client: Client, keys: KeySpace, scripts: Scripts, activity: Ac
         for receipt, units in delivered.get(j, []):
             pipe.hset(keys.received(tag), receipt, units)
         pipe.execute()
-        fields = activity.part_fields(j, totals[j], now)
-        fields = _set_field(_set_field(fields, "sold", sold[j]), "seq", seqs[j])
+        fields = part_fields(activity, j, totals[j], now)
+        fields = set_field(set_field(fields, "sold", sold[j]), "seq", seqs[j])
         if activity.payment_window:
-            fields = _set_field(_set_field(fields, "paid", paid), "expired", expired)
+            fields = set_field(set_field(fields, "paid", paid), "expired", expired)
         total = totals[j]
         if total is not None:
-            fields = _set_field(fields, "remaining", total - sold[j])
+            fields = set_field(fields, "remaining", total - sold[j])
             if j == lost[0]:
-                fields = _set_field(_set_field(fields, "lent", max(net, 0)),
+                fields = set_field(set_field(fields, "lent", max(net, 0)),
                                     "borrowed", max(-net, 0))
         scripts.create_activity(keys=[keys.meta(tag)], args=fields)
     log.warning("activity %s: parts %s rebuilt from the database: %s units left to them, "
@@ -390,9 +391,3 @@ def unclaimed_packets(activity: Activity, live: list[StoredOrder]) -> tuple[list
 
 def _chunks(items: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
     return [items[i : i + CHUNK] for i in range(0, len(items), CHUNK)]
-
-
-def _set_field(fields: list[str | int], name: str, value: int) -> list[str | int]:
-    out = list(fields)
-    out[out.index(name) + 1] = value
-    return out
