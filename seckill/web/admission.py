@@ -4,36 +4,26 @@ admission factor."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import orjson
-import redis
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Response, request
 
-import edge
-from seckill.domain import admission, errors
+from edge.chain import ADMIN, USER
+from edge.views import filters, passage
+from seckill.domain import errors
 from seckill.domain.activities import Activity
 from seckill.domain.clock import now_ms
-from seckill.services import Services
-from seckill.store.plumbing.connection import unavailable
+from seckill.operator import activities, levers
 from seckill.web.body import json_body, read_body
+from seckill.web.current import services as _services
 from seckill.web.limits import ColdLimits
 
 STATE_MAX_AGE = 1  # seconds: nginx (and any cache on the way) may keep a state this long
 
 
-def _services() -> Services:
-    found: Services = current_app.extensions["seckill"]
-    return found
-
-
 def _queued(aid: str) -> Activity:
-    activity: Activity = _services().cache.require(aid)
-    if not activity.queued:
-        raise errors.BadRequest("this activity has no queue (admission first_come)",
-                                field="admission")
-    return activity
+    return levers.queued(activities.find(_services(), aid))
 
 
 def blueprint(limits: ColdLimits) -> Blueprint:
@@ -51,30 +41,25 @@ def blueprint(limits: ColdLimits) -> Blueprint:
         return response
 
     @bp.get("/seckill/<aid>/challenge")
-    @edge.filters(edge.USER)
+    @filters(USER)
     @limits.per_user
     def challenge(aid: str) -> Response:
         activity = _queued(aid)
         if not activity.challenge:
             raise errors.BadRequest("this activity's queue needs no challenge",
                                     field="challenge")
-        try:
-            issued = _services().challenges.issue(aid, edge.passage().require_uid())
-        except redis.RedisError as exc:
-            raise unavailable(exc) from exc
+        # A Redis failure is seckill.web.errors's 503, as on every route.
+        issued = _services().challenges.issue(aid, passage().require_uid())
         response = Response(orjson.dumps(issued), mimetype="application/json")
         response.headers["Cache-Control"] = "no-store"  # one per user, used once
         return response
 
     @bp.post("/admin/activities/<aid>/admission")
-    @edge.filters(edge.ADMIN)
+    @filters(ADMIN)
     def admission_factor(aid: str) -> dict[str, Any]:
         activity = _queued(aid)
-        factor = admission.parse_factor(json_body(read_body(request.environ), False))
-        found = _services()
-        found.queue.set_factor(aid, factor)
-        found.cache.forget(aid)
-        return dataclasses.replace(activity, admission_factor=factor).public(now_ms())
+        factor = levers.parse_factor(json_body(read_body(request.environ), False))
+        return levers.set_admission_factor(_services(), activity, factor).public(now_ms())
 
     return bp
 

@@ -21,24 +21,20 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Response, current_app
+from flask import Blueprint, Response
 from prometheus_client.parser import text_string_to_metric_families
 
-import edge
+from edge.chain import ADMIN
+from edge.views import filters
 from seckill import metrics
 from seckill.domain import errors
 from seckill.resources import resource_dir
-from seckill.services import Services
 from seckill.store.audit.census import Count
+from seckill.web.current import services as _services
 
 HEALTH_TIMEOUT = 0.5  # seconds an instance has to answer /healthz for the console
 FILES = {"index.html", "console.js", "console.css", "vendor/uPlot.iife.min.js",
          "vendor/uPlot.min.css"}
-
-
-def _services() -> Services:
-    found: Services = current_app.extensions["seckill"]
-    return found
 
 
 def _folder() -> Path:
@@ -132,7 +128,7 @@ def blueprint() -> Blueprint:
         return _file(name)
 
     @bp.get("/admin/console/state")
-    @edge.filters(edge.ADMIN)
+    @filters(ADMIN)
     def state() -> dict[str, Any]:
         settings = _services().settings
         census = _services().census.take()

@@ -18,14 +18,12 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import orjson
-import redis
 from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wrappers import Request
 
-from edge import IN_STOCK, PURCHASE_URL, RATE, SOLD_OUT, USER, WINDOW, Edge, Passage, Route
+from edge.chain import IN_STOCK, PURCHASE_URL, RATE, SOLD_OUT, USER, WINDOW, Chain, Passage, Route
 from edge.purchase_url import PurchaseUrlSigner
 from seckill.domain import errors
-from seckill.store.plumbing.connection import unavailable
 from seckill.store.sale.queue import AdmissionQueue
 from seckill.store.sale.state import SaleState
 from seckill.web.body import (
@@ -83,7 +81,7 @@ class ChallengeCheck(Protocol):
 class HotRoutes:
     """WSGI middleware: the hot routes here, every other path to ``flask_app``."""
 
-    def __init__(self, flask_app: WSGIApp, edge: Edge, sale: SaleState,
+    def __init__(self, flask_app: WSGIApp, edge: Chain, sale: SaleState,
                  signer: PurchaseUrlSigner, finish: Finish, queue: AdmissionQueue,
                  challenges: ChallengeCheck) -> None:
         self.flask_app = flask_app
@@ -185,11 +183,8 @@ class HotRoutes:
                                      or _ALTCHA.fullmatch(body["altcha"]) is None):
                 raise errors.BadRequest("altcha must be a base64 solution of at most 1024 "
                                         "characters", field="altcha")
-            if activity.challenge:
-                try:
-                    self.challenges.verify(activity.id, uid, body.get("altcha"))
-                except redis.RedisError as exc:
-                    raise unavailable(exc) from exc
+            if activity.challenge:  # a Redis failure: as_domain_error's 503, as everywhere
+                self.challenges.verify(activity.id, uid, body.get("altcha"))
             view = self.queue.join(activity, uid)
         else:
             view = self.queue.status(activity.id, uid)

@@ -26,7 +26,7 @@ from flask import Blueprint, Flask, Response
 from flask_limiter import Limiter, RateLimitExceeded
 from redis.exceptions import RedisClusterException
 
-import edge
+from edge.views import passage
 from seckill import metrics
 from seckill.config import Settings
 from seckill.domain import errors
@@ -51,7 +51,7 @@ class _FailOpenLimiter(Limiter):
 
 
 def _user_key() -> str:
-    return "user:" + edge.passage().require_uid()
+    return "user:" + passage().require_uid()
 
 
 def _operator_key() -> str:
