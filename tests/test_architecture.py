@@ -3,10 +3,13 @@ contracts in pyproject.toml), small files, typed boundaries, one resource lookup
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import grimp
 
 from seckill.resources import resource_dir
 from seckill.store.plumbing.scripts import lua_source
@@ -59,3 +62,75 @@ def test_lua_is_found_in_one_place_and_the_sale_scripts_share_their_opening() ->
         assert "sale_opening.lua (included at the top" in source, name
         assert "local function over_rate_limit()" in source, name
         assert "local function outside_window(" in source, name
+
+
+def test_no_import_cycle_anywhere_in_the_product() -> None:
+    """For every direct import A -> B in seckill and edge (imports inside functions and under
+    TYPE_CHECKING included), no chain of imports leads from B back to A."""
+    graph = grimp.build_graph("seckill", "edge", cache_dir=None)
+    cycles = sorted({" <-> ".join(sorted((importer, imported)))
+                     for importer in graph.modules
+                     for imported in graph.find_modules_directly_imported_by(importer)
+                     if graph.find_shortest_chain(importer=imported, imported=importer)})
+    assert cycles == []
+
+
+# What the operator layer calls that only reads, or only touches this process's copies.
+OPERATOR_READS = frozenset({"require", "current", "page", "forget"})
+
+
+def _imported_names(tree: ast.Module, package: str) -> dict[str, str]:
+    """The names a module binds by importing from ``package`` (alias -> original name)."""
+    return {alias.asname or alias.name: alias.name for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(package)
+            for alias in node.names}
+
+
+def _operator_writes() -> set[str]:
+    """The write paths the operator layer takes: each method it calls on a part of the
+    services (``services.stock.restock``) and each store function it calls
+    (``catalog.create_activity``, ``reconcile``), less its reads."""
+    writes: set[str] = set()
+    for path in (ROOT / "seckill" / "operator").glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        store = _imported_names(tree, "seckill.store")
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Attribute) and (
+                    isinstance(func.value, ast.Attribute)
+                    or (isinstance(func.value, ast.Name) and func.value.id in store)):
+                writes.add(func.attr)
+            elif isinstance(func, ast.Name) and func.id in store:
+                writes.add(store[func.id])
+    return writes - OPERATOR_READS
+
+
+def test_web_and_the_cli_reach_the_stores_write_paths_only_through_the_operator_layer() -> None:
+    """Two guards. The import-linter contract "web and the CLI reach the operator's write paths
+    only through seckill.operator" (run by the first test) forbids seckill.web and seckill.ops
+    to import the store modules that write for the operator (catalog, controls, reconcile).
+    The services' parts are reached without an import (``services().stock.restock(...)``), so
+    this test reads the calls: the write methods are those the operator layer calls on the
+    services' parts and the store (less its reads, OPERATOR_READS); in seckill/web and
+    seckill/ops, such a method may be called only on a module of seckill.operator
+    (``activities.restock(...)``). A view or a command that calls ``found.stock.restock(...)``
+    or ``controls.set_paused(...)`` itself fails here; an action added to the layer is
+    guarded from then on."""
+    writes = _operator_writes()
+    assert {"restock", "cancel", "pay", "set_paused", "end", "edit", "set_factor",
+            "create_activity", "reconcile"} <= writes, writes  # the layer is what it says
+    bypasses = []
+    for path in sorted([*(ROOT / "seckill" / "web").rglob("*.py"),
+                        *(ROOT / "seckill" / "ops").rglob("*.py")]):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        layer = set(_imported_names(tree, "seckill.operator"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in writes and not (
+                        isinstance(node.func.value, ast.Name) and node.func.value.id in layer):
+                bypasses.append(f"{path.relative_to(ROOT)}:{node.lineno} "
+                                f"{ast.unparse(node.func)}")
+    assert bypasses == []
+

@@ -17,10 +17,9 @@ from pathlib import Path
 from seckill.config import MIN_KEY_BYTES, ConfigError, Settings
 from seckill.domain import errors
 from seckill.ops.aof_cli import cmd_aof_repair
+from seckill.ops.command_store import READ, WRITE, Failure, store_access
 from seckill.ops.commands import (
-    READ,
-    WRITE,
-    Failure,
+    add_product_options,
     cmd_activity_admission,
     cmd_activity_create,
     cmd_activity_restock,
@@ -28,10 +27,9 @@ from seckill.ops.commands import (
     cmd_order_cancel,
     cmd_order_pay,
     cmd_reconcile,
-    store_access,
     units_arg,
 )
-from seckill.ops.sale_commands import add_product_options, add_sale_verbs
+from seckill.ops.sale_commands import add_sale_verbs
 
 MAX_TOKEN_TTL = 30 * 24 * 3600
 IP_RATE = re.compile(r"off|[1-9][0-9]{0,6}r/[sm]")

@@ -1,160 +1,41 @@
-"""The operator's commands on the store: ``seckill activity create|show|restock``,
-``seckill order cancel`` and ``seckill reconcile``. Each takes the same code path as the
-matching admin API call, through the gateway's own services.
-
-Which store: ``REDIS_URL`` (and ``DATABASE_URL``) when set; else the running ``seckill up``'s,
-found through the ``up.json`` in its data folder. Never a Redis nobody named: with neither, a
-command exits 2 and says how to point it at one. The read-only commands (``activity show``,
-``reconcile`` without ``--repair``) write nothing: their Redis connections refuse every command
-that is not a read, their database connections refuse writes, and they create no file.
+"""The operator's commands on the store: ``seckill activity create|show|restock|admission``,
+``seckill order cancel|pay`` and ``seckill reconcile``. Each turns its options into the
+operator action's input, calls the action of ``seckill.operator`` (the admin API's own), and
+prints the result as text. The store they use: ``seckill.ops.command_store``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
-from seckill.config import ConfigError, Settings, data_dir_from
 from seckill.domain import errors
-from seckill.ops.up import UP_FILE, find_running_up, redact_url
+from seckill.domain.product import Product
+from seckill.ops.command_store import (
+    CREATE,
+    READ,
+    WRITE,
+    Failure,
+    checked_activity_id,
+    no_activity,
+    refused,
+    store_services,
+)
+from seckill.ops.up import redact_url
 
 if TYPE_CHECKING:
     from seckill.domain.activities import Activity
-    from seckill.services import Services
     from seckill.sql.book import OrderBook
 
-
-class Failure(RuntimeError):
-    """The command was well formed but could not be carried out (exit 1)."""
-
-
-# -- the store a command uses ----------------------------------------------------------
-
-# How a command uses the store: READ writes nothing anywhere; WRITE needs an existing database;
-# CREATE may make the SQLite file (and its folder).
-READ, WRITE, CREATE = "read", "write", "create"
-_ACCESS: ContextVar[str] = ContextVar("seckill_store_access", default=READ)
+__all__ = ["Failure", "add_product_options", "cmd_activity_admission", "cmd_activity_create",
+           "cmd_activity_restock", "cmd_activity_show", "cmd_order_cancel", "cmd_order_pay",
+           "cmd_reconcile", "price_cents", "units_arg"]
 
 
-@contextmanager
-def store_access(access: str) -> Iterator[None]:
-    """Run the block's ``store_services()`` calls that name no access with ``access``."""
-    token = _ACCESS.set(access)
-    try:
-        yield
-    finally:
-        _ACCESS.reset(token)
-
-
-def store_settings(access: str, environ: dict[str, str] | None = None) -> Settings:
-    """The settings of a command on the store: ``REDIS_URL``, or the running ``seckill up``'s
-    (ConfigError when there is neither, or when the database a non-creating command needs is
-    missing). The commands use no secret: none is required."""
-    from seckill.store.plumbing.readonly import sqlite_file
-
-    env = {**(os.environ if environ is None else environ), "SECKILL_ENV": "development"}
-    if not env.get("REDIS_URL"):
-        env.update(_from_running_up(env))
-    settings = Settings.from_env(env)
-    path = sqlite_file(settings.database_url)
-    if path is not None and access != CREATE and not path.is_file():
-        raise ConfigError(
-            f"no database at {path}; this command creates none (set DATABASE_URL, or "
-            "SECKILL_DATA_DIR to the gateway's data folder)"
-        )
-    return settings
-
-
-def _from_running_up(env: dict[str, str]) -> dict[str, str]:
-    """``REDIS_URL``, ``DATABASE_URL`` and ``SECKILL_KEY_PREFIX`` of the ``seckill up`` running
-    with this data folder; a value set here must agree with its (no mixing of two stores)."""
-    data_dir = data_dir_from(env)
-    running, why = find_running_up(data_dir)
-    if running is None:
-        raise ConfigError(
-            f"REDIS_URL is not set and no `seckill up` is running with the data folder "
-            f"{data_dir} ({why}); set REDIS_URL, or run this in the folder of a running "
-            "`seckill up` or set SECKILL_DATA_DIR to its data folder"
-        )
-    taken: dict[str, str] = {}
-    for name, value in (("REDIS_URL", running.redis_url), ("DATABASE_URL", running.database_url),
-                        ("SECKILL_KEY_PREFIX", running.key_prefix)):
-        own = env.get(name)
-        if own:
-            if redact_url(own) != value:
-                raise ConfigError(
-                    f"{name} differs from the running `seckill up`'s ({value}, in "
-                    f"{running.path}); set REDIS_URL too, to use another store"
-                )
-        elif urlsplit(value).password is not None:
-            raise ConfigError(
-                f"set {name}: the running `seckill up` uses {value}, and {running.path} keeps "
-                "no password"
-            )
-        else:
-            taken[name] = value
-    return taken
-
-
-@contextmanager
-def store_services(access: str | None = None) -> Iterator[Services]:
-    """The gateway's own services (Redis pool, database, activity store) on the command's
-    store (:func:`store_settings`), so that the commands below take exactly the admin API's
-    path. ``access`` (default: :func:`store_access`'s, else READ) READ gives services that
-    cannot write. A store that cannot be reached inside the block becomes a
-    :class:`Failure` that says which and where."""
-    import redis
-    import sqlalchemy as sa
-
-    from seckill.services import Services
-    from seckill.store.plumbing.readonly import ReadOnlyRefused
-
-    access = access or _ACCESS.get()
-    settings = store_settings(access)
-    services = Services.build(settings, read_only=access == READ)
-    try:
-        yield services
-    except ReadOnlyRefused as exc:
-        raise Failure(
-            f"{exc}; nothing was written (`seckill reconcile <id> --repair` rebuilds what "
-            "Redis lacks)"
-        ) from None
-    except (redis.RedisError, sa.exc.OperationalError) as exc:
-        raise _store_failure(settings, exc) from None
-    finally:
-        services.close()
-
-
-def checked_activity_id(text: str) -> str:
-    """``text`` if it is a well-formed activity id; BadRequest (exit code 2) otherwise."""
-    from seckill.domain.activities import is_activity_id
-
-    if not is_activity_id(text):
-        raise errors.BadRequest(f"activity id must match [A-Za-z0-9_-]{{1,64}}, got {text!r}")
-    return text
-
-
-def _store_failure(settings: Settings, exc: Exception) -> Failure:
-    import redis
-
-    if isinstance(exc, redis.RedisError):
-        hint = "" if os.environ.get("REDIS_URL") else (
-            f" (the `seckill up` of {settings.data_dir} named it in its {UP_FILE})"
-        )
-        where = f"Redis at {redact_url(settings.redis_url)}"
-    else:
-        hint, where = "", f"the database at {redact_url(settings.database_url)}"
-    return Failure(f"cannot reach {where}: {type(exc).__name__}: {exc}{hint}")
-
-
-# -- seckill activity ------------------------------------------------------------------
+# -- seckill activity create: its options as the admin API's body -----------------------
 
 
 def _total(args: argparse.Namespace) -> int | None:
@@ -173,7 +54,6 @@ def _total(args: argparse.Namespace) -> int | None:
 def _activity_body(args: argparse.Namespace) -> dict[str, Any]:
     from seckill.domain.activities import PACKETS
     from seckill.domain.clock import iso_from_ms, ms_from_iso, now_ms
-    from seckill.ops.sale_commands import product_body
 
     if args.starts_at is not None:
         starts_at = args.starts_at
@@ -197,7 +77,7 @@ def _activity_body(args: argparse.Namespace) -> dict[str, Any]:
         body["queue_opens_at"] = iso_from_ms(now_ms())  # the queue opens now
     if args.challenge:
         body["challenge"] = True
-    body.update(product_body(args))
+    body.update(_product(args).body())
     if args.kind == PACKETS:
         # The admin API's validation says what is missing or misplaced.
         body["kind"] = PACKETS
@@ -215,20 +95,56 @@ def _activity_body(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
-def cmd_activity_create(args: argparse.Namespace) -> int:
-    """``seckill activity create``: validate and create an activity, then print it."""
-    from seckill.domain.activities import PACKETS, parse_new_activity
-    from seckill.domain.clock import now_ms
-    from seckill.ops.progress import ProgressBar
-    from seckill.store.sale import catalog
 
-    activity = parse_new_activity(_activity_body(args))  # the admin API's validation
+def price_cents(text: str) -> int:
+    """``--price`` (an amount in the currency's units, ``12.50``) as whole cents; BadRequest
+    naming the price otherwise."""
+    try:
+        cents = Decimal(text) * 100
+    except InvalidOperation:
+        cents = Decimal("NaN")
+    if not cents.is_finite() or cents != cents.to_integral_value() or cents < 0:
+        raise errors.BadRequest(f"--price must be an amount in whole cents such as 499.99, "
+                                f"got {text!r}", field="price")
+    return int(cents)
+
+
+def _product(args: argparse.Namespace) -> Product:
+    """What the sale page shows, from ``seckill activity create``'s options (its ``body()``
+    is the admin API's, as for a stored activity)."""
+    priced = args.price is not None
+    return Product(description=args.description, image_url=args.image_url,
+                   price_amount=price_cents(args.price) if priced else None,
+                   price_currency=args.currency if priced else None)
+
+
+def add_product_options(create: argparse.ArgumentParser) -> None:
+    """``seckill activity create``'s options for what the sale page shows."""
+    create.add_argument("--description", help="shown on the sale page (at most 2000 characters)")
+    create.add_argument("--image-url", help="the product's picture: https://... or /path")
+    create.add_argument("--price", metavar="AMOUNT",
+                        help="the price shown, e.g. 499.99")
+    create.add_argument("--currency", default="EUR", help="ISO 4217 code (default EUR)")
+
+
+# -- seckill activity ------------------------------------------------------------------
+
+
+def cmd_activity_create(args: argparse.Namespace) -> int:
+    """``seckill activity create``: validate and create an activity (every gateway process
+    hears of it), then print it."""
+    from seckill.domain.activities import PACKETS
+    from seckill.domain.clock import now_ms
+    from seckill.operator import activities
+    from seckill.ops.progress import ProgressBar
+
+    activity = activities.new_activity(_activity_body(args))  # before any store is opened
     progress = None
     if activity.kind == PACKETS:
         progress = ProgressBar(sys.stderr, f"{activity.total} packets")
     with store_services(CREATE) as services:
         try:
-            catalog.create_activity(services.book, services.activities, activity, progress)
+            activities.create(services, activity, progress)
         except errors.ActivityExists:
             raise Failure(f"activity {activity.id!r} already exists") from None
     print(json.dumps(activity.public(now_ms()), indent=2))
@@ -279,46 +195,39 @@ def _from_database(book: OrderBook, aid: str) -> Activity | None:
 
 def cmd_activity_restock(args: argparse.Namespace) -> int:
     """``seckill activity restock``: add (or remove unsold) units, then print the activity."""
-    import dataclasses
-
-    from seckill.domain.activities import MAX_TOTAL
     from seckill.domain.clock import now_ms
+    from seckill.operator import activities
 
     checked_activity_id(args.id)
-    if abs(args.units) > MAX_TOTAL:
-        raise errors.BadRequest(f"units must be in -{MAX_TOTAL}..{MAX_TOTAL}")
+    activities.checked_add(args.units)  # before any store is opened
     with store_services(WRITE) as services:
         try:
-            # The admin API's path: POST /admin/activities/<aid>/stock {"add": units}.
-            found = services.cache.get(args.id)
-            if found is None:
-                raise Failure(f"no activity {args.id!r}")
-            total, remaining = services.stock.restock(found.id, args.units)
+            found = activities.find(services, args.id)
+            updated = activities.restock(services, found, args.units)
+        except errors.UnknownActivity:
+            raise no_activity(args.id) from None
         except errors.InsufficientStock as exc:
-            raise Failure(f"{exc.code}: {exc.message}") from None
-    updated = dataclasses.replace(found, total=total, remaining=remaining)
+            raise refused(exc) from None
     print(json.dumps(updated.public(now_ms()), indent=2))
     return 0
 
 
 def cmd_activity_admission(args: argparse.Namespace) -> int:
     """``seckill activity admission``: set a queue's admission factor live, then print the
-    activity (the admin API's path: POST /admin/activities/<aid>/admission)."""
-    import dataclasses
-
-    from seckill.domain.admission import parse_factor
+    activity."""
     from seckill.domain.clock import now_ms
+    from seckill.operator import activities, levers
 
     checked_activity_id(args.id)
-    factor = parse_factor({"factor": args.factor})  # the admin API's validation
+    factor = levers.parse_factor({"factor": args.factor})  # before any store is opened
     with store_services(WRITE) as services:
-        found = services.cache.get(args.id)
-        if found is None:
-            raise Failure(f"no activity {args.id!r}")
-        if not found.queued:
-            raise Failure(f"activity {args.id!r} has no queue (admission first_come)")
-        services.queue.set_factor(found.id, factor)
-    updated = dataclasses.replace(found, admission_factor=factor)
+        try:
+            found = levers.queued(activities.find(services, args.id))
+        except errors.UnknownActivity:
+            raise no_activity(args.id) from None
+        except errors.BadRequest as exc:  # no queue: what the activity is, not the input
+            raise Failure(f"activity {args.id!r}: {exc.message}") from None
+        updated = levers.set_admission_factor(services, found, factor)
     print(json.dumps(updated.public(now_ms()), indent=2))
     return 0
 
@@ -331,42 +240,46 @@ def units_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
-# -- seckill order cancel / seckill reconcile --------------------------------------------
+# -- seckill order cancel|pay / seckill reconcile ----------------------------------------
 
 
 def cmd_order_cancel(args: argparse.Namespace) -> int:
     """``seckill order cancel``: cancel an order (its stock goes back), print the result."""
+    from seckill.operator import orders
 
     with store_services(WRITE) as services:
         try:
-            remaining = services.stock.cancel(args.order_id)  # the admin API's path
+            cancelled = orders.cancel(services, args.order_id)
         except (errors.UnknownOrder, errors.AlreadyCancelled) as exc:
-            raise Failure(f"{exc.code}: {exc.message}") from None
-    print(json.dumps({"status": "cancelled", "order_id": args.order_id, "remaining": remaining}))
+            raise refused(exc) from None
+    print(json.dumps({"status": "cancelled", "order_id": cancelled.order_id,
+                      "remaining": cancelled.remaining}))
     return 0
 
 
 def cmd_order_pay(args: argparse.Namespace) -> int:
-    """``seckill order pay``: record a held order's payment (the admin API's path), print it."""
+    """``seckill order pay``: record a held order's payment, print it."""
+    from seckill.operator import orders
+
     with store_services(WRITE) as services:
         try:
-            paid = services.payments.pay(args.order_id, args.ref)
+            paid = orders.pay(services, args.order_id, args.ref)
         except errors.SeckillError as exc:
             if exc.status >= 500:
                 raise
-            raise Failure(f"{exc.code}: {exc.message}") from None
+            raise refused(exc) from None
     print(json.dumps(paid))
     return 0
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
     """``seckill reconcile``: compare Redis with the database (``--repair``: rebuild), print it."""
-    from seckill.store.audit.reconcile import reconcile
+    from seckill.operator import audit
 
     checked_activity_id(args.id)
     with store_services() as services:
         try:
-            report = reconcile(services.restorer, args.id, repair=args.repair)
+            report = audit.reconcile(services, args.id, repair=args.repair)
         except errors.UnknownActivity:
             raise Failure(f"no activity {args.id!r} in the database") from None
     print(json.dumps(report, indent=2))

@@ -1,5 +1,6 @@
 """The operator's sale-day routes: the list of activities, pause, resume, end, and the edit
-of what the sale page shows.
+of what the sale page shows. The actions are ``seckill.operator``'s; a view reads the request
+and renders the answer.
 
 Each lever answers with the activity as it is after the change; every gateway process
 follows it within a second (``seckill.store.sale.controls``)."""
@@ -9,30 +10,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from flask import Blueprint, current_app, request
+from flask import Blueprint, request
 
 import edge
 from seckill.domain import errors
-from seckill.domain.activities import (
-    CONSOLE_STATES,
-    Activity,
-    is_activity_id,
-    now_ms,
-    parse_edit,
-)
-from seckill.services import Services
-from seckill.store.sale.controls import MAX_PAGE
+from seckill.domain.activities import CONSOLE_STATES, is_activity_id, now_ms
+from seckill.operator import activities, levers
+from seckill.operator.activities import MAX_PAGE
 from seckill.web.body import json_body, read_body
+from seckill.web.current import services
 
 DEFAULT_PAGE = 50
 # ASCII digits only: str.isdigit() takes "²" (then int() raises), int() takes the
 # Arabic-Indic digit one as 1.
 _LIMIT = re.compile(r"[0-9]{1,6}", re.ASCII)
-
-
-def _services() -> Services:
-    found: Services = current_app.extensions["seckill"]
-    return found
 
 
 def _query() -> tuple[str | None, int, str | None]:
@@ -58,46 +49,42 @@ def blueprint() -> Blueprint:
     @edge.filters(edge.ADMIN)
     def list_activities() -> dict[str, Any]:
         cursor, limit, state = _query()
-        found, following = _services().controls.page(cursor, limit, state)
+        found, following = activities.page(services(), cursor, limit, state)
         at = now_ms()
         body: dict[str, Any] = {"activities": [a.listed(at) for a in found]}
         if following is not None:
             body["next"] = following
         return body
 
-    def _changed(aid: str, activity: Activity) -> dict[str, Any]:
-        _services().cache.forget(aid)  # this process at once; the others on the announcement
-        return activity.public(now_ms())
-
     @bp.post("/admin/activities/<aid>/pause")
     @edge.filters(edge.ADMIN)
     def pause(aid: str) -> dict[str, Any]:
-        _services().cache.require(aid)
-        return _changed(aid, _services().controls.set_paused(aid, True))
+        found = services()
+        return levers.pause(found, activities.find(found, aid)).public(now_ms())
 
     @bp.post("/admin/activities/<aid>/resume")
     @edge.filters(edge.ADMIN)
     def resume(aid: str) -> dict[str, Any]:
-        _services().cache.require(aid)
-        return _changed(aid, _services().controls.set_paused(aid, False))
+        found = services()
+        return levers.resume(found, activities.find(found, aid)).public(now_ms())
 
     @bp.get("/admin/activities/<aid>")
     @edge.filters(edge.ADMIN)
     def show(aid: str) -> dict[str, Any]:
-        _services().cache.require(aid)
-        return _services().controls.current(aid).listed(now_ms())
+        return activities.current(services(), aid).listed(now_ms())
 
     @bp.patch("/admin/activities/<aid>")
     @edge.filters(edge.ADMIN)
     def edit(aid: str) -> dict[str, Any]:
-        _services().cache.require(aid)
-        changes = parse_edit(json_body(read_body(request.environ), False))
-        return _changed(aid, _services().controls.edit(aid, changes))
+        found = services()
+        activity = activities.find(found, aid)
+        body = json_body(read_body(request.environ), False)
+        return activities.edit(found, activity, body).public(now_ms())
 
     @bp.post("/admin/activities/<aid>/end")
     @edge.filters(edge.ADMIN)
     def end(aid: str) -> dict[str, Any]:
-        _services().cache.require(aid)
-        return _changed(aid, _services().controls.end(aid))
+        found = services()
+        return levers.end(found, activities.find(found, aid)).public(now_ms())
 
     return bp

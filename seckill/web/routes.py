@@ -1,5 +1,6 @@
 """The cold routes of the contract (the two hot ones: ``seckill.web.hot``). Each view is
-short: the edge and the cold-route limits have already run."""
+short: the edge and the cold-route limits have already run, and the operator's actions are
+``seckill.operator``'s (a view reads the request and renders the answer)."""
 
 from __future__ import annotations
 
@@ -8,38 +9,25 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Flask, Response, current_app, g, request
+from flask import Blueprint, Flask, Response, g, request
 
 import edge
 from seckill import metrics
 from seckill.domain import errors
-from seckill.domain.activities import (
-    MAX_TOTAL,
-    Activity,
-    is_activity_id,
-    now_ms,
-    parse_new_activity,
-)
-from seckill.domain.orders import activity_of_order
-from seckill.services import Services
+from seckill.domain.activities import Activity, is_activity_id, now_ms
+from seckill.operator import activities, orders
 from seckill.sql.engine import ping
 from seckill.store.plumbing.connection import ping_redis
-from seckill.store.sale import catalog
 from seckill.web import admission as admission_routes
 from seckill.web import console as console_routes
 from seckill.web import operator as operator_routes
 from seckill.web.body import json_body, read_body
 from seckill.web.census import CensusCollector
+from seckill.web.current import services
 from seckill.web.limits import ColdLimits
 
 # The contract as OpenAPI 3.1, kept next to this module (so the wheel ships it) and served as is.
 OPENAPI_DOCUMENT = Path(__file__).with_name("openapi.json")
-
-
-def services() -> Services:
-    """This app's services."""
-    found: Services = current_app.extensions["seckill"]
-    return found
 
 
 def _json_body(allow_empty: bool) -> Any:
@@ -87,41 +75,24 @@ def _admin(limits: ColdLimits) -> Blueprint:
     @bp.post("/admin/activities")
     @edge.filters(edge.ADMIN)
     def create_activity() -> tuple[dict[str, Any], int]:
-        found = services()
-        activity = parse_new_activity(_json_body(allow_empty=False))
-        catalog.create_activity(found.book, found.activities, activity)
-        found.cache.forget(activity.id)
-        # Every other process that was asked for this id remembers it as unknown: the message
-        # makes them forget it now (their refresh would find it within SECKILL_META_TTL).
-        found.stock.announce_stock_returned(activity.id)
-        return activity.public(now_ms()), 201
+        activity = activities.new_activity(_json_body(allow_empty=False))
+        return activities.create(services(), activity).public(now_ms()), 201
 
     @bp.post("/admin/activities/<aid>/stock")
     @edge.filters(edge.ADMIN)
     def restock(aid: str) -> dict[str, Any]:
         found = services()
-        activity: Activity = found.cache.require(aid)
+        activity = activities.find(found, aid)
         body = _json_body(allow_empty=False)
         if not isinstance(body, dict) or set(body) != {"add"}:
             raise errors.BadRequest('the body must be {"add": <integer>}')
-        add = body["add"]
-        if not isinstance(add, int) or isinstance(add, bool) or abs(add) > MAX_TOTAL:
-            raise errors.BadRequest(f"add must be an integer in -{MAX_TOTAL}..{MAX_TOTAL}",
-                                    field="add")
-        total, remaining = found.stock.restock(activity.id, add)
-        found.sale.returned(activity.id)
-        updated = dataclasses.replace(activity, total=total, remaining=remaining)
-        return updated.public(now_ms())
+        return activities.restock(found, activity, body["add"]).public(now_ms())
 
     @bp.post("/admin/orders/<order_id>/cancel")
     @edge.filters(edge.ADMIN)
     def cancel_order(order_id: str) -> dict[str, Any]:
-        found = services()
-        found.stock.cancel(order_id)
-        aid = activity_of_order(order_id)
-        if aid is not None:
-            found.sale.returned(aid)
-        return {"status": "cancelled", "order_id": order_id}
+        cancelled = orders.cancel(services(), order_id)
+        return {"status": "cancelled", "order_id": cancelled.order_id}
 
     @bp.post("/admin/orders/<order_id>/pay")
     @edge.filters(edge.ADMIN)
@@ -129,8 +100,7 @@ def _admin(limits: ColdLimits) -> Blueprint:
         body = _json_body(allow_empty=False)
         if not isinstance(body, dict) or set(body) != {"payment_ref"}:
             raise errors.BadRequest('the body must be {"payment_ref": <string>}')
-        paid: dict[str, Any] = services().payments.pay(order_id, body["payment_ref"])
-        return paid
+        return orders.pay(services(), order_id, body["payment_ref"])
 
     @bp.get("/admin/activities/<aid>/stats")
     @edge.filters(edge.ADMIN)

@@ -1,0 +1,34 @@
+"""The operator's actions on one order: cancel it (its units go back on sale), pay it."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from seckill.domain.orders import activity_of_order
+from seckill.services import Services
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Cancelled:
+    """A cancelled order and what its activity has left after it (None: unlimited)."""
+
+    order_id: str
+    remaining: int | None
+
+
+def cancel(services: Services, order_id: str) -> Cancelled:
+    """Cancel an order: its units go back on sale, its buyer may buy again; every process
+    drops its sold-out flag. UnknownOrder or AlreadyCancelled otherwise."""
+    remaining = services.stock.cancel(order_id)
+    aid = activity_of_order(order_id)
+    if aid is not None:
+        services.sale.returned(aid)
+    return Cancelled(order_id=order_id, remaining=remaining)
+
+
+def pay(services: Services, order_id: str, payment_ref: Any) -> dict[str, Any]:
+    """Record a held order's payment (``payment_ref``: the idempotency key); the admin API's
+    200 body, or the refusal raised."""
+    paid: dict[str, Any] = services.payments.pay(order_id, payment_ref)
+    return paid
