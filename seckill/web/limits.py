@@ -30,7 +30,12 @@ from edge.views import passage
 from seckill import metrics
 from seckill.config import Settings
 from seckill.domain import errors
-from seckill.store.plumbing.connection import Client, Cluster, close_client, node_urls
+from seckill.store.plumbing.connection import (
+    Client,
+    close_client,
+    is_cluster_client,
+    node_urls,
+)
 from seckill.web.errors import error_response
 
 log = logging.getLogger("seckill.ratelimit")
@@ -77,7 +82,7 @@ class ColdLimits:
     def close(self) -> None:
         """Close the cluster client the limiter made for itself (nothing on one server)."""
         storage: Any = self.limiter._storage
-        if isinstance(getattr(storage, "storage", None), redis.cluster.RedisCluster):
+        if is_cluster_client(getattr(storage, "storage", None)):
             close_client(storage.storage)
 
     def init_app(self, app: Flask) -> None:
@@ -104,7 +109,7 @@ class ColdLimits:
 def _storage(settings: Settings, client: Client) -> tuple[str, dict[str, Any]]:
     """limits' storage URI and options: the gateway's pool, or a cluster client like it."""
     options: dict[str, Any] = {"key_prefix": f"{settings.key_prefix}:rate"}
-    if not isinstance(client, Cluster):
+    if not is_cluster_client(client):
         return "redis://", {**options, "connection_pool": client.connection_pool}
     urls = [urlsplit(url) for url in node_urls(settings.redis_url)]
     if urls[0].scheme == "rediss":

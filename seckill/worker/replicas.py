@@ -21,9 +21,8 @@ import logging
 from typing import Any
 
 import redis
-from redis.cluster import RedisCluster
 
-from seckill.store.plumbing.connection import Client
+from seckill.store.plumbing.connection import Client, is_cluster_client
 from seckill.store.plumbing.keys import KeySpace, hash_tag
 from seckill.store.plumbing.routing import slot_of
 from seckill.worker.streams import Batch
@@ -35,7 +34,7 @@ MARK_TTL_MS = 10_000
 
 def _master(client: Client, stream: str) -> tuple[str, redis.Redis]:
     """The name and the plain client of the node that owns ``stream`` (one server: itself)."""
-    if not isinstance(client, RedisCluster):
+    if not is_cluster_client(client):
         return "", client
     node = client.nodes_manager.get_node_from_slot(slot_of(stream))
     return node.name, client.get_redis_connection(node)
@@ -59,7 +58,7 @@ def confirmed(client: Client, keys: KeySpace, batch: Batch, replicas: int,
             log.warning("%d stream(s) on %s: no replica confirmed the entries within %d ms; "
                         "they stay pending", len(streams), name or "Redis", timeout_ms)
     held = any(entries and stream not in kept for stream, entries in batch)
-    if held and isinstance(client, RedisCluster):
+    if held and is_cluster_client(client):
         client.nodes_manager.initialize()  # a master may have changed
     return [(s, e) for s, e in batch if s in kept or not e], held
 

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
-from redis.cluster import RedisCluster
 from redis.exceptions import (
     ClusterDownError,
     RedisClusterException,
@@ -25,7 +24,8 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from seckill.store.plumbing.connection import Client, no_replica
+# is_cluster_client is plumbing's one test of a cluster client (also streams.is_cluster_client).
+from seckill.store.plumbing.connection import Client, is_cluster_client, no_replica
 from seckill.worker.groups import GROUP
 
 Entry = tuple[str, dict[str, str]]
@@ -69,11 +69,6 @@ class Round:
     def entries(self) -> int:
         """How many entries the round brought."""
         return sum(len(entries) for _, entries in self.batch)
-
-
-def is_cluster_client(client: Client) -> bool:
-    """Whether ``client`` is a cluster client (each stream read on its own)."""
-    return isinstance(client, RedisCluster)
 
 
 def read(client: Client, consumer: str, streams: Sequence[str], start: str, count: int,

@@ -22,11 +22,10 @@ import time
 from typing import Any
 
 import redis
-from redis.cluster import RedisCluster
 
 from seckill.domain.activities import Activity, counters_disagree
 from seckill.domain.clock import now_ms
-from seckill.store.plumbing.connection import Client
+from seckill.store.plumbing.connection import Client, address_of, is_cluster_client, masters
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.shards import part_tags
 from seckill.store.sale.controls import SaleControls
@@ -144,19 +143,16 @@ class CensusTaker:
     def _nodes(self, up: bool, exc: BaseException | None) -> tuple[Node, ...]:
         """Each server's answer: the single server's is the PING just sent; each master of a
         cluster is asked on its own (one down leaves the others answering)."""
-        if not isinstance(self.client, RedisCluster):
-            options = self.client.connection_pool.connection_kwargs
-            address = str(options.get("path") or
-                          f"{options.get('host', 'localhost')}:{options.get('port', 6379)}")
-            return (Node(address, "server", up, None if exc is None else type(exc).__name__),)
+        if not is_cluster_client(self.client):
+            return (Node(address_of(self.client), "server", up,
+                         None if exc is None else type(exc).__name__),)
         found: list[Node] = []
-        for node in self.client.get_primaries():
+        for name, connection in masters(self.client):
             try:
-                connection = node.redis_connection or self.client.get_redis_connection(node)
                 connection.ping()
-                found.append(Node(node.name, "master", True))
+                found.append(Node(name, "master", True))
             except Exception as failed:  # refused, timed out, loading: down for the console
-                found.append(Node(node.name, "master", False, type(failed).__name__))
+                found.append(Node(name, "master", False, type(failed).__name__))
         return tuple(found)
 
     def _recent(self, at: int) -> list[Activity]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import redis
 from redis.backoff import NoBackoff
@@ -30,6 +30,9 @@ from redis.retry import Retry
 
 from seckill.config import ConfigError, Settings
 from seckill.domain import errors
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs  # typing's own from Python 3.13
 
 log = logging.getLogger("seckill.redis")
 
@@ -173,13 +176,41 @@ def make_cluster(settings: Settings, connection_class: type | None = None) -> Cl
     return _cluster(options)
 
 
+def is_cluster_client(client: object) -> TypeIs[RedisCluster]:
+    """Whether ``client`` is a cluster client (:class:`Cluster`, or redis-py's own): the one
+    test of "a cluster, or one server" on a client."""
+    return isinstance(client, RedisCluster)
+
+
+def address_of(client: redis.Redis) -> str:
+    """One server's address as the logs and the console name it: its socket path, or
+    host:port."""
+    options = client.connection_pool.connection_kwargs
+    return str(options.get("path") or
+               f"{options.get('host', 'localhost')}:{options.get('port', 6379)}")
+
+
+def masters(client: Client) -> list[tuple[str, redis.Redis]]:
+    """Each master's name and a plain client of it: every primary of a cluster (each owns
+    some activities), or the one server, named by its address."""
+    if is_cluster_client(client):
+        return [(node.name, client.get_redis_connection(node))
+                for node in client.get_primaries()]
+    return [(address_of(client), client)]
+
+
+def on_every_master(client: Client, *command: Any) -> Any:
+    """Run ``command`` on every master: all the primaries of a cluster, or the one server;
+    raises if one does not take it."""
+    if is_cluster_client(client):
+        return client.execute_command(*command, target_nodes=RedisCluster.PRIMARIES)
+    return client.execute_command(*command)
+
+
 def ping_redis(client: Client) -> None:
     """PING the server, or every master of a cluster (each owns some activities); raises if
     one does not answer."""
-    if isinstance(client, RedisCluster):
-        client.ping(target_nodes=RedisCluster.PRIMARIES)
-    else:
-        client.ping()
+    on_every_master(client, "PING")
 
 
 NO_REPLICA = "no_replica"
@@ -212,7 +243,7 @@ def background_client(client: Client, name: str) -> Client:
     ``client``, on connections of its own named ``seckill-background-<name>`` on the server
     (``CLIENT LIST``). Background work never waits behind a crowd for the requests' pool, and
     its commands can be told apart from the requests' (the tests count both)."""
-    if isinstance(client, Cluster):
+    if is_cluster_client(client):
         options = {k: v for k, v in client.options.items() if k != "timeout"}
         return _cluster({**options, "client_name": BACKGROUND_CLIENT_PREFIX + name,
                          "connection_pool_class": redis.ConnectionPool})
@@ -225,7 +256,7 @@ def background_client(client: Client, name: str) -> Client:
 
 def close_client(client: redis.Redis | RedisCluster) -> None:
     """Close ``client`` and its connections (all of its pools)."""
-    if isinstance(client, RedisCluster):
+    if is_cluster_client(client):
         _close_cluster(client)
     else:
         client.connection_pool.disconnect()

@@ -24,9 +24,8 @@ import threading
 from typing import Any
 
 import redis
-from redis.cluster import RedisCluster
 
-from seckill.store.plumbing.connection import Client
+from seckill.store.plumbing.connection import Client, masters, on_every_master
 
 log = logging.getLogger("seckill.durability")
 
@@ -75,10 +74,7 @@ class Durability:
             if self._probed:
                 return self.mode
             try:
-                if isinstance(client, RedisCluster):  # every master: each owns some activities
-                    client.execute_command("WAITAOF", 1, 0, 1, target_nodes=RedisCluster.PRIMARIES)
-                else:
-                    client.execute_command("WAITAOF", 1, 0, 1)
+                on_every_master(client, "WAITAOF", 1, 0, 1)  # each owns some activities
             except redis.ResponseError as exc:
                 log.error(
                     "SECKILL_DURABILITY=%s is not supported by this server (%s): purchases "
@@ -108,15 +104,8 @@ def _check_min_replicas(client: Client) -> None:
     then answered 503 ``durability``, instead of refused before anything is decided
     (``no_replica``). The embedded cluster sets it (``seckill.ops.cluster``); an external
     server's operator must (README)."""
-    masters: list[tuple[str, Any]]
-    if isinstance(client, RedisCluster):
-        masters = [(node.name, client.get_redis_connection(node))
-                   for node in client.get_primaries()]
-    else:
-        kwargs = client.connection_pool.connection_kwargs
-        masters = [(f"{kwargs.get('host')}:{kwargs.get('port')}", client)]
     unset = []
-    for name, conn in masters:
+    for name, conn in masters(client):
         try:
             value = conn.config_get("min-replicas-to-write").get("min-replicas-to-write")
         except redis.RedisError as exc:
