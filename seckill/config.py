@@ -248,3 +248,74 @@ class Settings:
             "SECKILL_JWT_SECRET": self.jwt_secret,
             "SECKILL_ADMIN_TOKEN": self.admin_token,
         }[name]
+
+
+# -- names read without a gateway's Settings ---------------------------------------------
+# The commands that start or drive a stack (`seckill up`, `seckill drill`, `seckill token`)
+# and gunicorn's worker read these before a gateway's Settings exist, or without them
+# (Settings.from_env refuses a production environment that lacks secrets these do not need).
+# Each name is read here, by one function; ``environ`` None is the process's environment,
+# and what starts children takes it whole from :func:`environment`. Only seckill.logs and
+# seckill.metrics, which the import layers keep independent of this module, read a name of
+# their own (SECKILL_LOG_FORMAT, and prometheus_client's PROMETHEUS_MULTIPROC_DIR):
+# tests/test_architecture.py holds the list.
+
+
+def _environ(environ: Mapping[str, str] | None) -> Mapping[str, str]:
+    return os.environ if environ is None else environ
+
+
+def environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A copy of the environment (``environ``, or the process's), whole: what a command that
+    starts children hands on to them (``seckill up``, ``seckill drill``), or reads Settings
+    from with a change of its own."""
+    return dict(_environ(environ))
+
+
+def nginx_path(environ: Mapping[str, str] | None = None) -> str | None:
+    """``SECKILL_NGINX``: the nginx binary ``seckill up`` runs (a path), or None (unset: the
+    PATH's, else the usual install locations)."""
+    return _environ(environ).get("SECKILL_NGINX") or None
+
+
+def own_redis_url(environ: Mapping[str, str] | None = None) -> str | None:
+    """``REDIS_URL`` when the operator names a Redis of their own (``seckill up`` then starts
+    none, ``seckill drill --target`` reconciles on it); None when unset."""
+    return _environ(environ).get("REDIS_URL") or None
+
+
+def operator_secrets(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """``SECKILL_JWT_SECRET`` and ``SECKILL_ADMIN_TOKEN`` as set, stripped ("" when unset):
+    what a command that signs user tokens or calls the operator API uses, checked by it."""
+    env = _environ(environ)
+    return (env.get("SECKILL_JWT_SECRET", "").strip(),
+            env.get("SECKILL_ADMIN_TOKEN", "").strip())
+
+
+def graceful_timeout(environ: Mapping[str, str] | None = None) -> int:
+    """``GUNICORN_GRACEFUL_TIMEOUT``: the seconds gunicorn gives the requests in flight on a
+    stop (default 10; ``gunicorn.conf.py`` reads it for gunicorn itself)."""
+    raw = _environ(environ).get("GUNICORN_GRACEFUL_TIMEOUT") or "10"
+    if not raw.isdigit():
+        raise ConfigError(f"GUNICORN_GRACEFUL_TIMEOUT must be seconds, got {raw!r}")
+    return int(raw)
+
+
+def read_deadlines(environ: Mapping[str, str] | None = None) -> tuple[float, float]:
+    """``GUNICORN_HEADER_TIMEOUT`` and ``GUNICORN_BODY_TIMEOUT``: the seconds a client has to
+    send a request's headers (from its first byte), and its body (default 10 each;
+    ``seckill.web.server``). ValueError unless each is a number above 0."""
+    env = _environ(environ)
+    found = []
+    for name in ("GUNICORN_HEADER_TIMEOUT", "GUNICORN_BODY_TIMEOUT"):
+        value = float(env.get(name) or 10.0)
+        if not value > 0:
+            raise ValueError(f"{name} must be a number of seconds above 0, got {value}")
+        found.append(value)
+    return found[0], found[1]
+
+
+def log_component(environ: Mapping[str, str] | None = None) -> str:
+    """``SECKILL_INSTANCE`` as gunicorn's log lines name the process (``seckill up`` sets
+    ``gunicorn-1``...), ``gunicorn`` when unset."""
+    return _environ(environ).get("SECKILL_INSTANCE") or "gunicorn"

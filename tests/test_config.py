@@ -196,3 +196,30 @@ def test_typed_values(name, raw, attribute, value):
 ])
 def test_coercion_errors_name_the_variable(name, raw):
     assert name in refused(production(**{name: raw}))
+
+
+def test_the_names_read_without_settings_are_read_by_config_with_their_defaults() -> None:
+    """What `seckill up`, `seckill drill`, `seckill token` and gunicorn's worker read before or
+    without a gateway's Settings: each name in seckill.config, typed, with its default."""
+    from seckill import config
+
+    assert config.nginx_path({}) is None
+    assert config.nginx_path({"SECKILL_NGINX": "/opt/nginx"}) == "/opt/nginx"
+    assert config.own_redis_url({"REDIS_URL": ""}) is None
+    assert config.own_redis_url({"REDIS_URL": "redis://h:1/0"}) == "redis://h:1/0"
+    assert config.operator_secrets({}) == ("", "")
+    assert config.operator_secrets({"SECKILL_JWT_SECRET": " j ", "SECKILL_ADMIN_TOKEN": "a\n"}) \
+        == ("j", "a")
+    assert config.graceful_timeout({}) == 10
+    assert config.graceful_timeout({"GUNICORN_GRACEFUL_TIMEOUT": "3"}) == 3
+    with pytest.raises(ConfigError, match="GUNICORN_GRACEFUL_TIMEOUT must be seconds"):
+        config.graceful_timeout({"GUNICORN_GRACEFUL_TIMEOUT": "1.5"})
+    assert config.read_deadlines({}) == (10.0, 10.0)
+    assert config.read_deadlines({"GUNICORN_BODY_TIMEOUT": "0.5"}) == (10.0, 0.5)
+    with pytest.raises(ValueError, match="GUNICORN_HEADER_TIMEOUT must be a number of seconds"):
+        config.read_deadlines({"GUNICORN_HEADER_TIMEOUT": "0"})
+    assert config.log_component({}) == "gunicorn"
+    assert config.log_component({"SECKILL_INSTANCE": "gunicorn-2"}) == "gunicorn-2"
+    copied = config.environment({"A": "1"})
+    copied["B"] = "2"
+    assert config.environment({"A": "1"}) == {"A": "1"}

@@ -4,11 +4,10 @@ of nginx's counts; each a :class:`~seckill.ops.supervisor.ChildSpec`, with where
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-from seckill.config import ConfigError
+from seckill.config import ConfigError, nginx_path
 from seckill.ops.nginx import INSTALL_HINT
 from seckill.ops.supervisor import ChildSpec, http_ready, log
 
@@ -22,7 +21,7 @@ def nginx_note(args: argparse.Namespace) -> str:
     """Why nginx is not in front, and how to put it there."""
     if args.no_nginx:
         return "nginx: off (--no-nginx)"
-    chosen = os.environ.get("SECKILL_NGINX")
+    chosen = nginx_path()
     if chosen:
         return (f"nginx not found at SECKILL_NGINX={chosen}; install it with {INSTALL_HINT} "
                 "or point SECKILL_NGINX at its binary")

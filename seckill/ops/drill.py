@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from seckill.config import ConfigError
+from seckill.config import ConfigError, operator_secrets, own_redis_url
 from seckill.ops.commands import Failure
 from seckill.ops.drill_checks import Evidence, Invariant, StoredRow, check, failed
 from seckill.ops.drill_crowd import Buyer, Client, Crowd, Record, resolve_unknown
@@ -123,8 +122,10 @@ def _differences(differences: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def reconcile_all(aids: list[str], env: dict[str, str]) -> dict[str, tuple[bool, str]]:
-    """``seckill reconcile <aid>`` (read-only) for each activity: clean, or what it said."""
+def reconcile_all(aids: list[str], env: dict[str, str] | None = None
+                  ) -> dict[str, tuple[bool, str]]:
+    """``seckill reconcile <aid>`` (read-only) for each activity, in ``env`` (None: this
+    process's environment): clean, or what it said."""
     found = {}
     for aid in aids:
         done = subprocess.run([*seckill_command(), "reconcile", aid], env=env,
@@ -228,8 +229,7 @@ def run_embedded(args: argparse.Namespace) -> int:
 
 def run_target(args: argparse.Namespace) -> int:
     """Only the crowd and the invariants, against a running deployment, on a rehearsal."""
-    jwt_secret = os.environ.get("SECKILL_JWT_SECRET", "").strip()
-    admin_token = os.environ.get("SECKILL_ADMIN_TOKEN", "").strip()
+    jwt_secret, admin_token = operator_secrets()
     if not jwt_secret or not admin_token:
         raise ConfigError("--target needs the deployment's SECKILL_JWT_SECRET and "
                           "SECKILL_ADMIN_TOKEN in the environment")
@@ -260,8 +260,8 @@ def run_target(args: argparse.Namespace) -> int:
         crowd.join(args.duration + 120)
         resolved = resolve_unknown(base, jwt_secret, crowd.records, crowd.now)
         stats = operator.drained([aid])
-        reconciled = (reconcile_all([aid], dict(os.environ))
-                      if os.environ.get("REDIS_URL") else None)
+        # The child `seckill reconcile` inherits this environment (its REDIS_URL).
+        reconciled = reconcile_all([aid]) if own_redis_url() else None
         evidence = Evidence(crowd.records, stats, _stored_by_status(base, jwt_secret,
                                                                     crowd.records),
                             resolved, reconciled, stored_from="the order status (stored)")

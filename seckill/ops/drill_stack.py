@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from seckill.config import SECRET_VARS
+from seckill.config import SECRET_VARS, environment
 from seckill.ops.embedded import die_with_parent
 from seckill.ops.nginx import nginx_binary
 from seckill.ops.ports import free_listen_port
@@ -99,7 +99,7 @@ class DrillStack:
 
     def env(self) -> dict[str, str]:
         """Development mode with the drill's own secrets, data folder and store."""
-        env = {k: v for k, v in os.environ.items() if k not in FOREIGN}
+        env = {k: v for k, v in environment().items() if k not in FOREIGN}
         env.update(self.secrets)
         env.update({"SECKILL_ENV": "development", "SECKILL_DATA_DIR": str(self.data),
                     "PYTHONUNBUFFERED": "1"})

@@ -14,6 +14,7 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from seckill.config import nginx_path
 from seckill.resources import resource_dir
 
 _RATE = re.compile(r"[1-9][0-9]{0,6}r/[sm]")
@@ -104,7 +105,7 @@ class NginxOptions:
 def nginx_binary() -> str | None:
     """The nginx to run: ``SECKILL_NGINX`` if set (a path; it must exist), else the PATH's, else
     the usual install locations. None when there is none."""
-    chosen = os.environ.get("SECKILL_NGINX")
+    chosen = nginx_path()
     if chosen:
         return chosen if os.path.isfile(chosen) and os.access(chosen, os.X_OK) else None
     return shutil.which("nginx") or next(

@@ -29,7 +29,14 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from seckill import logs
-from seckill.config import SECRET_VARS, ConfigError, Settings
+from seckill.config import (
+    SECRET_VARS,
+    ConfigError,
+    Settings,
+    environment,
+    graceful_timeout,
+    own_redis_url,
+)
 from seckill.ops.children import (
     access_log_path,
     exporter_spec,
@@ -207,7 +214,7 @@ def _check_cluster_args(args: argparse.Namespace, environ: dict[str, str]) -> No
         raise ConfigError(f"--redis-nodes must be at least 3 (a cluster's masters), got {nodes}")
     if replicas is not None and replicas < 0:
         raise ConfigError(f"--replicas must be 0 or more, got {replicas}")
-    if nodes is not None and environ.get("REDIS_URL"):
+    if nodes is not None and own_redis_url(environ):
         raise ConfigError("--redis-nodes with REDIS_URL: unset REDIS_URL, or drop --redis-nodes")
 
 
@@ -216,13 +223,13 @@ def run(args: argparse.Namespace) -> int:
     from seckill.ops.embedded import EmbeddedValkey
     from seckill.ops.supervisor import Stopping, Supervisor, SupervisorError, redis_ready
 
-    environ = dict(os.environ)
+    environ = environment()  # whole: what the children get
     _check_cluster_args(args, environ)
     # No production secret missing, every value valid (the worker's options too): refused
     # here, not in a crash loop of a child.
     settings = Settings.from_env(environ)
-    if (settings.durability == "replica" and not environ.get("REDIS_URL")
-            and args.redis_nodes is None):
+    own_redis = own_redis_url(environ)
+    if settings.durability == "replica" and not own_redis and args.redis_nodes is None:
         # Every purchase would be refused (no_replica): say so now, not on the first buyer.
         raise ConfigError("SECKILL_DURABILITY=replica: the single embedded Valkey has no "
                           "replica; use --redis-nodes 3 --replicas 1, or REDIS_URL")
@@ -245,8 +252,8 @@ def run(args: argparse.Namespace) -> int:
         specs: list[ChildSpec] = []
 
         embedded_url: str | None = None
-        if environ.get("REDIS_URL"):
-            redis_url = environ["REDIS_URL"]
+        if own_redis:
+            redis_url = own_redis
             redis_note = f"{redact_url(redis_url)} (REDIS_URL)"
         elif args.redis_nodes is not None:
             redis_url, redis_note, nodes = up_cluster(data_dir / "cluster", args.redis_nodes,
@@ -272,10 +279,7 @@ def run(args: argparse.Namespace) -> int:
         specs.append(ChildSpec("orders-worker", [sys.executable, "-m", "seckill.worker"],
                                env=env, cwd=root, stop_timeout=15))
 
-        graceful_raw = env.get("GUNICORN_GRACEFUL_TIMEOUT") or "10"
-        if not graceful_raw.isdigit():
-            raise ConfigError(f"GUNICORN_GRACEFUL_TIMEOUT must be seconds, got {graceful_raw!r}")
-        graceful = int(graceful_raw)
+        graceful = graceful_timeout(env)
 
         access_log = None if args.no_access_log else access_log_path(data_dir)
         if access_log is not None:

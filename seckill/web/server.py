@@ -26,7 +26,6 @@ deadlines and JSON pages (``nginx/nginx.conf.template``).
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import time
 from http import HTTPStatus
@@ -37,6 +36,7 @@ from gunicorn import glogging, util
 from gunicorn.workers.ggevent import GeventWorker
 
 from seckill import logs
+from seckill.config import log_component, read_deadlines
 from seckill.domain import errors
 
 log = logging.getLogger("seckill")
@@ -47,13 +47,6 @@ STATUS_CODES = {
     417: "expectation_failed", 431: "too_large", 500: "internal", 501: "not_implemented",
     505: "http_version_not_supported",
 }
-
-
-def _seconds(name: str, default: float) -> float:
-    value = float(os.environ.get(name) or default)
-    if not value > 0:
-        raise ValueError(f"{name} must be a number of seconds above 0, got {value}")
-    return value
 
 
 class DeadlineSocket:
@@ -160,8 +153,7 @@ class GatewayWorker(GeventWorker):
 
     def init_process(self) -> None:
         """Read the deadlines (refusing a bad value at start), then run as gevent's worker."""
-        self.header_timeout = _seconds("GUNICORN_HEADER_TIMEOUT", 10.0)
-        self.body_timeout = _seconds("GUNICORN_BODY_TIMEOUT", 10.0)
+        self.header_timeout, self.body_timeout = read_deadlines()
         super().init_process()
 
     def handle(self, listener: Any, client: Any, addr: Any) -> None:
@@ -202,7 +194,7 @@ class GatewayLogger(glogging.Logger):
     def setup(self, cfg: Any) -> None:
         """gunicorn's setup, then the stack's format (and collapsed repeats) on its handlers."""
         super().setup(cfg)
-        component = os.environ.get("SECKILL_INSTANCE", "gunicorn")
+        component = log_component()
         formatter = logs.Formatter(component, logs.json_wanted())
         for handler in (*self.error_log.handlers, *self.access_log.handlers):
             handler.setFormatter(formatter)
