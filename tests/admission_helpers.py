@@ -1,5 +1,5 @@
 """Helpers of the fair-admission suites: queue and draw activities, joins, polls, buys, and
-an independent recomputation of the draw (written from the README's recipe, not from
+an independent recomputation of the draw (written from docs/clients.md's recipe, not from
 ``seckill.domain.admission``)."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def buy_admitted(client: FlaskClient, aid: str, uid: str) -> Any:
 
 
 def independent_order(seed: str, entries: list[str]) -> list[str]:
-    """The README's recipe: each entry's key is the first 52 bits of SHA-256 of
+    """docs/clients.md's recipe: each entry's key is the first 52 bits of SHA-256 of
     "<seed>:<user id>" (UTF-8), read as a big-endian integer; ascending key, then user id."""
     def key(uid: str) -> tuple[int, str]:
         digest = hashlib.sha256(f"{seed}:{uid}".encode()).hexdigest()

@@ -4,7 +4,7 @@ through Playwright, no download) against a real ``seckill up`` stack behind ngin
 Each user is a browser context of their own at a phone's viewport, with the browser's clock an
 hour behind (the queue's countdowns must follow the server's). Where the roles must be known
 in advance (who is admitted first, who is not drawn), the test reads the activity's secret
-seed from Redis and orders the users with the README's recipe
+seed from Redis and orders the users with docs/clients.md's recipe
 (:func:`tests.admission_helpers.independent_order`). Every page logs its own requests to the
 queue (a wrapper around ``fetch``), so the tests also check the polling: one request at a
 time, never sooner than the ``poll_after_ms`` of the answer before.

@@ -103,7 +103,7 @@ def _check_min_replicas(client: Client) -> None:
     (``min-replicas-to-write`` 0): there a purchase no replica can confirm is decided first,
     then answered 503 ``durability``, instead of refused before anything is decided
     (``no_replica``). The embedded cluster sets it (``seckill.ops.cluster``); an external
-    server's operator must (README)."""
+    server's operator must (docs/deployment.md, "Durability")."""
     unset = []
     for name, conn in masters(client):
         try:

@@ -9,7 +9,7 @@ stretch lands evenly on the masters (exactly when ``n`` is a multiple of their n
 hold equal ranges) with no knowledge of the current slot map: every process derives the same
 tags from ``(aid, n)`` alone. The protocol that keeps one purchase per user
 and no early "sold out" across the parts: ``lua/purchase.lua``, ``lua/lend.lua``,
-``lua/settle.lua`` and the README's "Hot items".
+``lua/settle.lua`` and docs/architecture.md, "Hot items: sharded stock".
 """
 
 from __future__ import annotations
