@@ -4,8 +4,8 @@ It is the last check of the chain: after identity (so it always has its key) and
 check that needs no Redis (so the requests those refuse cost nothing here). The sale counts
 (``Sale.over_rate``: fixed windows, ``SECKILL_USER_RATE``, one round trip for every rate) and
 fails open when it cannot; the purchase counts the same limit inside its own script. The cold
-routes are limited by flask-limiter instead (``seckill.web.limits``): why not here: docs/architecture.md,
-"Dependencies, each with a job".
+routes are limited by flask-limiter instead (``seckill.web.limits``): why not here:
+docs/architecture.md, "Dependencies, each with a job".
 """
 
 from __future__ import annotations
