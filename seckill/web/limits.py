@@ -4,8 +4,8 @@ The cold routes go through Flask anyway, so flask-limiter's hooks cost them litt
 routes count their limit in one Lua call instead (``edge.ratelimit``; why: docs/architecture.md,
 "Dependencies, each with a job"). The counters live in the gateway's own Redis, through the
 gateway's own connection pool (same timeouts, no retries), under ``<prefix>:rate``; on a
-cluster, through
-a cluster client of the limiter's own with the same options (limits' ``redis+cluster``).
+cluster, through a cluster client of the limiter's own with the same options (limits'
+``redis+cluster``).
 
 Two of flask-limiter's defaults are traps for a gateway, and are closed here: a key function
 that returns "" skips the limit (ours never can: the edge has verified the caller before the
