@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import ADMIN, buy, expect
+import pytest
+
+from seckill.domain.clock import now_ms
+from tests.conftest import ADMIN, buy, expect, iso, user_headers
 from tests.faults import wait_until
 from tests.test_cli import assert_one_line_error, seckill
 
@@ -48,3 +51,58 @@ def test_the_restock_bound_is_refused_in_the_same_words_by_both_doors(
     assert cli.stderr.strip() == f"seckill: {web['message']}"
     shown = json.loads(seckill("activity", "show", aid, env=env).stdout)
     assert (shown["total"], shown["remaining"]) == (3, 3)
+
+
+# -- the layer itself, called as both doors call it --------------------------------------
+
+
+def test_checked_add_refuses_what_is_not_a_whole_number_of_units_in_bounds() -> None:
+    from seckill.domain.activities import MAX_TOTAL
+    from seckill.domain.errors import BadRequest
+    from seckill.operator.activities import checked_add
+
+    assert checked_add(-MAX_TOTAL) == -MAX_TOTAL and checked_add(MAX_TOTAL) == MAX_TOTAL
+    for bad in (MAX_TOTAL + 1, -MAX_TOTAL - 1, True, 1.0, "1", None):
+        with pytest.raises(BadRequest) as refused:
+            checked_add(bad)
+        assert refused.value.extra == {"field": "add"}
+
+
+def test_the_actions_write_announce_and_return_the_activity_as_it_is_now(app, rds,
+                                                                       prefix) -> None:
+    from seckill.domain import errors
+    from seckill.operator import activities, levers, orders
+
+    services = app.extensions["seckill"]
+    client = app.test_client()
+    with pytest.raises(errors.UnknownActivity):
+        activities.find(services, "layer-one")  # this process now remembers it unknown
+    made = activities.create(services, activities.new_activity({
+        "id": "layer-one", "name": "Layer", "total": 2, "starts_at": iso(-5),
+        "ends_at": iso(600)}))
+    assert activities.find(services, "layer-one").total == made.total == 2  # forgotten here
+
+    bought = expect(buy(client, "layer-one", "ann"), 200)
+    restocked = activities.restock(services, made, 3)
+    assert (restocked.total, restocked.remaining) == (5, 4)
+    assert rds.hget(f"{prefix}:{{layer-one}}:meta", "total") == "5"
+
+    cancelled = orders.cancel(services, bought["order_id"])
+    assert (cancelled.order_id, cancelled.remaining) == (bought["order_id"], 5)
+    with pytest.raises(errors.AlreadyCancelled):
+        orders.cancel(services, bought["order_id"])
+
+    paused = levers.pause(services, activities.find(services, "layer-one"))
+    assert paused.paused and activities.find(services, "layer-one").paused
+    expect(client.get("/seckill/url?activity=layer-one", headers=user_headers("bo")), 503,
+           "paused")
+    assert not levers.resume(services, paused).paused
+    edited = activities.edit(services, paused, {"name": "Layer 2"})
+    assert activities.find(services, "layer-one").name == edited.name == "Layer 2"
+    with pytest.raises(errors.BadRequest) as no_queue:
+        levers.set_admission_factor(services, edited, 2.0)
+    assert no_queue.value.extra == {"field": "admission"}
+    ended = levers.end(services, edited)
+    assert ended.ends_ms <= now_ms()
+    with pytest.raises(errors.AlreadyEnded):
+        levers.end(services, ended)
