@@ -4,7 +4,7 @@
 
 For each server setting (``appendfsync always`` / ``everysec``) and each gateway mode
 (``SECKILL_DURABILITY=none`` / ``local``), N distinct buyers purchase through
-:class:`seckill.stock.StockService` (the same code path as the HTTP handler, without HTTP),
+:class:`seckill.store.sale.stock.Purchases` (the same code path as the HTTP handler, without HTTP),
 from T threads. Rounds alternate the modes; medians are reported with p50/p99 latency.
 Every run is bounded (N purchases); every server is private and stopped afterwards.
 """
@@ -28,11 +28,13 @@ from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
 from seckill.store.plumbing.connection import Wire, make_pool
 from seckill.store.plumbing.durability import Durability
+from seckill.store.plumbing.durable import DurableRunner
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.sale.activities import ActivityStore
 from seckill.store.sale.recovery import Restorer
-from seckill.store.sale.stock import StockService
+from seckill.store.sale.sharded import ShardedPurchases
+from seckill.store.sale.stock import Purchases
 
 SECRET = "bench-secret-0123456789abcdef0123456789"
 
@@ -51,9 +53,11 @@ def run_once(url: str, mode: str, buyers: int, threads: int, tag: str, tmp: Path
     keys = KeySpace(settings.key_prefix)
     scripts = Scripts(client)
     book = OrderBook(make_engine(f"sqlite:///{tmp / (tag + '.db')}"))
-    stock = StockService(client, keys, scripts, book, Restorer(client, keys, scripts, book),
-                         Durability(mode, settings.durability_timeout_ms),
-                         Wire(pool, limit=threads + 4, wait=settings.redis_timeout))
+    runner = DurableRunner(client, Wire(pool, limit=threads + 4, wait=settings.redis_timeout),
+                           Durability(mode, settings.durability_timeout_ms),
+                           Restorer(client, keys, scripts, book).ensure)
+    stock = Purchases(runner, keys, scripts,
+                      ShardedPurchases(runner.run, keys, scripts, runner.restore))
     aid = f"d{tag}"
     ActivityStore(client, keys, scripts).create(Activity(
         id=aid, name="bench", starts_ms=now_ms() - 1000, ends_ms=now_ms() + 3_600_000,
@@ -81,7 +85,7 @@ def run_once(url: str, mode: str, buyers: int, threads: int, tag: str, tmp: Path
         "p50": latencies[len(latencies) // 2] * 1000,
         "p99": latencies[int(len(latencies) * 0.99)] * 1000,
         "sold": sold,
-        "effective": stock.durability.mode,
+        "effective": runner.durability.mode,
     }
 
 

@@ -3,7 +3,7 @@
 Through HTTP on this 2-core machine a master decides a few hundred purchases per second, one
 per wake-up of its event loop, and each pays for its own socket read, reply and AOF ``fsync``:
 the CPU per purchase measured so is what a master costs when lightly loaded. Here the exact
-commands the gateway sends for a purchase (built by ``seckill.store.sale.stock.StockService`` and
+commands the gateway sends for a purchase (built by ``seckill.store.sale.stock.Purchases`` and
 ``send_script`` through a wire that records instead of sending: EVALSHA of
 ``lua/purchase.lua`` with the per-user rate counters, then WAITAOF 1 0) are written to the
 node pre-encoded over ``connections`` sockets from one thread (``selectors``), ``depth``
@@ -35,18 +35,20 @@ from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
 from seckill.store.plumbing.connection import Client, send_script
 from seckill.store.plumbing.durability import Durability
+from seckill.store.plumbing.durable import DurableRunner
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.sale.activities import ActivityStore
 from seckill.store.sale.recovery import Restorer
-from seckill.store.sale.stock import StockService
+from seckill.store.sale.sharded import ShardedPurchases
+from seckill.store.sale.stock import Purchases
 
 PREFIX = "bsat"
 
 
 class RecordingWire:
     """A ``ScriptWire`` that records the commands of each call and answers as Redis would for
-    a sale in stock, so that ``StockService.purchase`` builds exactly what the gateway sends."""
+    a sale in stock, so that ``Purchases.purchase`` builds exactly what the gateway sends."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[Any, ...]] = []
@@ -80,8 +82,11 @@ def purchases_bytes(client: Client, aid: str, users: range, folder: Path) -> lis
     keys, scripts = KeySpace(PREFIX), Scripts(client)
     book = OrderBook(make_engine(f"sqlite:///{folder / 'saturate.db'}"))
     wire = RecordingWire()
-    stock = StockService(client, keys, scripts, book, Restorer(client, keys, scripts, book),
-                         Durability("local"), wire, rates=settings.user_rates)
+    runner = DurableRunner(client, wire, Durability("local"),
+                           Restorer(client, keys, scripts, book).ensure)
+    stock = Purchases(runner, keys, scripts,
+                      ShardedPurchases(runner.run, keys, scripts, runner.restore),
+                      rates=settings.user_rates)
     out = []
     for i in users:
         wire.sent.clear()

@@ -29,6 +29,7 @@ from seckill.store.plumbing.connection import (
     make_pool,
 )
 from seckill.store.plumbing.durability import Durability
+from seckill.store.plumbing.durable import DurableRunner
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.readonly import read_only_connection, read_only_engine
 from seckill.store.plumbing.routing import ClusterWire
@@ -37,12 +38,17 @@ from seckill.store.sale.activities import ActivityStore
 from seckill.store.sale.cache import ActivityCache
 from seckill.store.sale.challenge import Challenges
 from seckill.store.sale.controls import SaleControls
+from seckill.store.sale.orders import Orders
+from seckill.store.sale.parts import Parts
 from seckill.store.sale.payments import Payments
 from seckill.store.sale.queue import AdmissionQueue
 from seckill.store.sale.recovery import Restorer
+from seckill.store.sale.restocks import Restocks
+from seckill.store.sale.sharded import ShardedPurchases
 from seckill.store.sale.soldout import SoldOutBoard
 from seckill.store.sale.state import SaleState
-from seckill.store.sale.stock import StockService
+from seckill.store.sale.stats import StockStats
+from seckill.store.sale.stock import Purchases
 
 
 def challenge_secret(settings: Settings) -> str:
@@ -63,7 +69,10 @@ class Services:
     scripts: Scripts
     activities: ActivityStore
     cache: ActivityCache
-    stock: StockService
+    purchases: Purchases  # the purchase decision (the hot path's one round trip)
+    orders: Orders  # a buyer's order status, the operator's cancel
+    restocks: Restocks  # the operator's restock; "units came back"
+    stats: StockStats  # an activity's numbers
     engine: sa.Engine
     book: OrderBook
     restorer: Restorer
@@ -114,23 +123,31 @@ class Services:
         board = SoldOutBoard(client, keys, ttl=settings.sold_out_ttl)
         board.on_clear.append(cache.forget)
         cache.on_first_load = lambda: board.ensure_listening(wait=False)
-        stock = StockService(
-            client, keys, scripts, book, restorer,
-            Durability(settings.durability, settings.durability_timeout_ms),
-            wire, rates=settings.user_rates,
-        )
+        # Every decision on Redis runs through one runner (the durability wait, failures,
+        # rebuilds); the parts of sharded activities are remembered once for all.
+        runner = DurableRunner(client, wire,
+                               Durability(settings.durability, settings.durability_timeout_ms),
+                               restorer.ensure)
+        parts = Parts(client, keys, book)
+        sharded = ShardedPurchases(runner.run, keys, scripts, runner.restore)
+        purchases = Purchases(runner, keys, scripts, sharded, rates=settings.user_rates)
+        restocks = Restocks(client, keys, scripts, book, runner, parts, sharded)
+        orders = Orders(client, keys, scripts, book, runner, parts, sharded,
+                        restocks.announce_stock_returned)
+        stats = StockStats(client, keys, book, parts, sharded, restorer.ensure)
         queue = AdmissionQueue(client, wire, keys, scripts, restorer, settings.url_ttl)
         controls = SaleControls(activities, book, restorer)
-        payments = Payments(stock)
-        sale = SaleState(cache, board, stock, wire, keys, scripts.rate_limit,
+        payments = Payments(client, keys, scripts, book, runner, parts, orders)
+        sale = SaleState(cache, board, purchases, wire, keys, scripts.rate_limit,
                          settings.user_rates, queue)
         return cls(settings=settings, client=client, keys=keys, scripts=scripts,
-                   activities=activities, cache=cache, stock=stock, engine=engine, book=book,
+                   activities=activities, cache=cache, purchases=purchases, orders=orders,
+                   restocks=restocks, stats=stats, engine=engine, book=book,
                    restorer=restorer, board=board, wire=wire, sale=sale,
                    payments=payments, queue=queue,
                    challenges=Challenges(client, keys, challenge_secret(settings)),
                    controls=controls,
-                   census=CensusTaker(client, keys, controls, stock, payments, queue))
+                   census=CensusTaker(client, keys, controls, stats, payments, queue))
 
     def close(self) -> None:
         """Stop the background threads and close every connection."""

@@ -88,7 +88,7 @@ def _imported_names(tree: ast.Module, package: str) -> dict[str, str]:
 
 def _operator_writes() -> set[str]:
     """The write paths the operator layer takes: each method it calls on a part of the
-    services (``services.stock.restock``) and each store function it calls
+    services (``services.restocks.restock``) and each store function it calls
     (``catalog.create_activity``, ``reconcile``), less its reads."""
     writes: set[str] = set()
     for path in (ROOT / "seckill" / "operator").glob("*.py"):
@@ -111,11 +111,11 @@ def test_web_and_the_cli_reach_the_stores_write_paths_only_through_the_operator_
     """Two guards. The import-linter contract "web and the CLI reach the operator's write paths
     only through seckill.operator" (run by the first test) forbids seckill.web and seckill.ops
     to import the store modules that write for the operator (catalog, controls, reconcile).
-    The services' parts are reached without an import (``services().stock.restock(...)``), so
+    The services' parts are reached without an import (``services().restocks.restock(...)``), so
     this test reads the calls: the write methods are those the operator layer calls on the
     services' parts and the store (less its reads, OPERATOR_READS); in seckill/web and
     seckill/ops, such a method may be called only on a module of seckill.operator
-    (``activities.restock(...)``). A view or a command that calls ``found.stock.restock(...)``
+    (``activities.restock(...)``). A view or a command that calls ``found.restocks.restock(...)``
     or ``controls.set_paused(...)`` itself fails here; an action added to the layer is
     guarded from then on."""
     writes = _operator_writes()

@@ -116,7 +116,7 @@ def test_read_only_commands_work_on_the_cluster_and_still_refuse_writes(
     services = Services.build(Settings.from_env(env), read_only=True)
     try:
         assert services.cluster
-        assert services.stock.stats(aid) is not None
+        assert services.stats.of(aid) is not None
         with pytest.raises(ReadOnlyRefused, match="SET"):
             services.client.set(f"{prefix}:{{{aid}}}:x", "1")
     finally:

@@ -71,7 +71,7 @@ def test_local_durability_without_aof_downgrades_loudly_and_purchases_work(
         assert len(warnings) == 1, "said once, clearly"
         assert warnings[0].levelno == logging.ERROR
         assert "not supported" in warnings[0].getMessage()
-        durability = app.extensions["seckill"].stock.durability
+        durability = app.extensions["seckill"].purchases.runner.durability
         assert (durability.requested, durability.mode) == ("local", "none")
         assert rds.hget(f"{app.extensions['seckill'].keys.meta(aid)}", "remaining") == "2"
         rds.close()

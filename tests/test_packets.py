@@ -32,7 +32,7 @@ from seckill.sql.schema import activities
 from seckill.store.audit.reconcile import reconcile
 from seckill.store.plumbing.connection import close_client
 from seckill.store.sale.meta import meta_fields
-from seckill.store.sale.stock import StockService
+from seckill.store.sale.stock import Purchases
 from tests.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.conftest import (
     ADMIN,
@@ -475,10 +475,10 @@ def test_each_script_refuses_the_other_kind_and_the_service_reroutes(
     assert scripts.grab(keys=keys.grab_keys(stock_aid), args=["x", 1, stock_aid]) == [
         "wrong_kind", "stock"]
     assert int(rds.llen(_key(prefix, packets_aid, "packets"))) == 2
-    stock: StockService = services.stock
-    grabbed = stock.purchase(packets_aid, "y", 1, kind="stock")  # a stale idea of the kind
+    purchases: Purchases = services.purchases
+    grabbed = purchases.purchase(packets_aid, "y", 1, kind="stock")  # a stale idea of the kind
     assert grabbed.amount is not None and grabbed.amount >= 1
-    bought = stock.purchase(stock_aid, "y", 1, kind="packets")
+    bought = purchases.purchase(stock_aid, "y", 1, kind="packets")
     assert bought.amount is None and bought.remaining == 1
 
 

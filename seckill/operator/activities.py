@@ -51,7 +51,7 @@ def create(services: Services, activity: Activity, progress: Progress | None = N
     services.cache.forget(activity.id)
     # Every other process that was asked for this id remembers it as unknown: the message
     # makes them forget it now (their refresh would find it within SECKILL_META_TTL).
-    services.stock.announce_stock_returned(activity.id)
+    services.restocks.announce_stock_returned(activity.id)
     return activity
 
 
@@ -77,6 +77,6 @@ def restock(services: Services, activity: Activity, add: Any) -> Activity:
     """Add ``add`` units to the activity's stock (negative: remove unsold units); Redis decides
     the bounds (InsufficientStock, BadRequest for packets or unlimited stock). Every process
     drops its sold-out flag. Returns the activity with its new numbers."""
-    total, remaining = services.stock.restock(activity.id, checked_add(add))
+    total, remaining = services.restocks.restock(activity.id, checked_add(add))
     services.sale.returned(activity.id)
     return dataclasses.replace(activity, total=total, remaining=remaining)

@@ -20,7 +20,7 @@ class Cancelled:
 def cancel(services: Services, order_id: str) -> Cancelled:
     """Cancel an order: its units go back on sale, its buyer may buy again; every process
     drops its sold-out flag. UnknownOrder or AlreadyCancelled otherwise."""
-    remaining = services.stock.cancel(order_id)
+    remaining = services.orders.cancel(order_id)
     aid = activity_of_order(order_id)
     if aid is not None:
         services.sale.returned(aid)

@@ -62,7 +62,7 @@ def _user(limits: ColdLimits) -> Blueprint:
     def order_status(aid: str) -> dict[str, Any]:
         found = services()
         found.cache.require(aid)
-        status = found.stock.order_status(aid, edge.passage().require_uid())
+        status = found.orders.order_status(aid, edge.passage().require_uid())
         return found.payments.annotate(aid, status).body()
 
     return bp
@@ -108,7 +108,7 @@ def _admin(limits: ColdLimits) -> Blueprint:
         if not is_activity_id(aid):
             raise errors.UnknownActivity(activity=aid[:80])
         found = services()
-        stats = found.stock.stats(aid)
+        stats = found.stats.of(aid)
         if stats is None:
             raise errors.UnknownActivity(activity=aid)
         payments = found.payments.counts(aid)

@@ -32,7 +32,7 @@ from seckill.store.sale.controls import SaleControls
 from seckill.store.sale.payments import Payments
 from seckill.store.sale.queue import AdmissionQueue
 from seckill.store.sale.recovery import ORDERS_GROUP
-from seckill.store.sale.stock import StockService
+from seckill.store.sale.stats import StockStats
 
 log = logging.getLogger("seckill.census")
 
@@ -92,12 +92,12 @@ class CensusTaker:
     """Takes the census, at most once per ``ttl`` seconds."""
 
     def __init__(self, client: Client, keys: KeySpace, controls: SaleControls,
-                 stock: StockService, payments: Payments, queue: AdmissionQueue,
+                 stats: StockStats, payments: Payments, queue: AdmissionQueue,
                  ttl: float = 1.0) -> None:
         self.client = client
         self.keys = keys
         self.controls = controls
-        self.stock = stock
+        self.stats = stats
         self.payments = payments
         self.queue = queue
         self.ttl = ttl
@@ -166,7 +166,7 @@ class CensusTaker:
         return found[:MAX_ACTIVITIES]
 
     def _count(self, activity: Activity) -> Count | None:
-        stats = self.stock.stats(activity.id)
+        stats = self.stats.of(activity.id)
         if stats is None:
             return None
         payments = self.payments.counts(activity.id)

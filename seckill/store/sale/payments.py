@@ -18,6 +18,7 @@ nothing, and any number of them may run (an order leaves the set in the step tha
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -26,22 +27,30 @@ import redis
 from seckill.domain import errors
 from seckill.domain.entries import PAYMENT_REF
 from seckill.domain.orders import CANCELLED, DUE, PAID, OrderStatus, activity_of_order
-from seckill.store.plumbing.connection import unavailable
+from seckill.sql.book import OrderBook
+from seckill.store.plumbing.connection import Client, unavailable
+from seckill.store.plumbing.durable import DurableRunner
 from seckill.store.plumbing.keys import KeySpace
-from seckill.store.plumbing.shards import part_tags
-from seckill.store.sale.recovery import part_of_order
-from seckill.store.sale.stock import StockService
+from seckill.store.plumbing.scripts import Scripts
+from seckill.store.sale.orders import Orders
+from seckill.store.sale.parts import Parts
 
 log = logging.getLogger("seckill.payments")
 
 
+@dataclasses.dataclass(eq=False)
 class Payments:
     """Payments of held orders, and what an order's payment is, for the gateway."""
 
-    def __init__(self, stock: StockService) -> None:
-        self.stock = stock
-        self.keys: KeySpace = stock.keys
-        self._windows: dict[str, int] = {}  # activity id -> its payment window (fixed)
+    client: Client
+    keys: KeySpace
+    scripts: Scripts
+    book: OrderBook
+    runner: DurableRunner  # pay.lua with the durability wait, as a purchase
+    parts: Parts
+    orders: Orders  # where an order is found (database, or its stream)
+    # activity id -> its payment window (fixed)
+    _windows: dict[str, int] = dataclasses.field(default_factory=dict, init=False, repr=False)
 
     def window(self, aid: str) -> int:
         """The activity's payment window in seconds (0: none), from Redis or the database;
@@ -50,22 +59,17 @@ class Payments:
         if known is not None:
             return known
         try:
-            raw = self.stock.client.hget(self.keys.meta(aid), "payment_window")
-            exists = raw is not None or bool(self.stock.client.exists(self.keys.meta(aid)))
+            raw = self.client.hget(self.keys.meta(aid), "payment_window")
+            exists = raw is not None or bool(self.client.exists(self.keys.meta(aid)))
         except redis.RedisError as exc:
             raise unavailable(exc) from exc
         if exists:
             window = int(raw or 0)
         else:
-            activity = self.stock.book.load_activity(aid)
+            activity = self.book.load_activity(aid)
             window = 0 if activity is None else activity.payment_window
         self._windows[aid] = window
         return window
-
-    def tag_of(self, aid: str, order_id: str) -> str:
-        """The hash tag an order's payment lives under: its activity's, or its part's."""
-        shards = self.stock.shards(aid)
-        return part_tags(aid, shards)[part_of_order(order_id, shards)]
 
     def pay(self, order_id: str, ref: Any) -> dict[str, Any]:
         """Pay a held order; the 200 body, or the refusal raised."""
@@ -76,14 +80,11 @@ class Payments:
         if aid is None:
             raise errors.UnknownOrder(order_id=order_id[:120])
         if not self.window(aid):
-            self._require_order(order_id, aid)
+            self.orders.find(order_id, aid)
             raise errors.NoPaymentWindow(order_id=order_id)
-        tag = self.tag_of(aid, order_id)
-        args = [order_id, ref, aid]
-        reply = self.stock._run(self.stock.scripts.pay, self.keys.pay_keys(tag), args)
-        if reply[0] == "uninitialized":
-            self.stock._restore(aid)
-            reply = self.stock._run(self.stock.scripts.pay, self.keys.pay_keys(tag), args)
+        tag = self.parts.order_tag(aid, order_id)
+        reply = self.runner.run_restoring(aid, self.scripts.pay, self.keys.pay_keys(tag),
+                                          [order_id, ref, aid])
         outcome = reply[0]
         if outcome == "paid":
             return {"status": "paid", "order_id": order_id, "payment_ref": str(reply[1])}
@@ -92,9 +93,9 @@ class Payments:
         if outcome == "payment_expired":
             raise errors.PaymentExpired(order_id=order_id, pay_by=int(reply[1]))
         if outcome == "unknown":  # not held here: cancelled while due, or no such order
-            uid, _, status = self._require_order(order_id, aid)
+            uid, _, status = self.orders.find(order_id, aid)
             try:
-                latest = self.stock.client.hget(self.keys.cancelled(tag), uid)
+                latest = self.client.hget(self.keys.cancelled(tag), uid)
             except redis.RedisError as exc:
                 raise unavailable(exc) from exc
             if status == CANCELLED or (latest is not None and str(latest) == order_id):
@@ -102,20 +103,14 @@ class Payments:
             raise errors.UnknownOrder(order_id=order_id)
         raise errors.SeckillError(f"unexpected script reply {outcome!r}")
 
-    def _require_order(self, order_id: str, aid: str) -> tuple[str, int, str | None]:
-        try:
-            return self.stock._find(order_id, aid)
-        except redis.RedisError as exc:
-            raise unavailable(exc) from exc
-
     def annotate(self, aid: str, status: OrderStatus) -> OrderStatus:
         """A buyer's order status with its payment (``due``, ``paid``, ``expired``) and pay_by,
         when the activity has a payment window."""
         if status.order_id is None or not self.window(aid):
             return status
-        tag = self.tag_of(aid, status.order_id)
+        tag = self.parts.order_tag(aid, status.order_id)
         try:
-            pipe = self.stock.client.pipeline(transaction=False)
+            pipe = self.client.pipeline(transaction=False)
             pipe.hget(self.keys.payments(tag), status.order_id)
             pipe.zscore(self.keys.holds(tag), status.order_id)
             record, score = pipe.execute()
@@ -134,8 +129,8 @@ class Payments:
         """``{"due", "paid", "expired"}`` over the activity's parts; None without a window."""
         if not self.window(aid):
             return None
-        pipe = self.stock.client.pipeline(transaction=False)
-        tags = part_tags(aid, self.stock.shards(aid))
+        pipe = self.client.pipeline(transaction=False)
+        tags = self.parts.tags(aid)
         for tag in tags:
             pipe.zcard(self.keys.holds(tag))
             pipe.hmget(self.keys.meta(tag), "paid", "expired")

@@ -25,7 +25,7 @@ from seckill.store.plumbing.keys import KeySpace
 from seckill.store.sale.cache import ActivityCache
 from seckill.store.sale.queue import AdmissionQueue
 from seckill.store.sale.soldout import SoldOutBoard
-from seckill.store.sale.stock import StockService
+from seckill.store.sale.stock import Purchases
 
 log = logging.getLogger("seckill.ratelimit")
 
@@ -33,12 +33,12 @@ log = logging.getLogger("seckill.ratelimit")
 class SaleState:
     """The sale in this process: what the edge asks, and the purchase."""
 
-    def __init__(self, cache: ActivityCache, board: SoldOutBoard, stock: StockService,
+    def __init__(self, cache: ActivityCache, board: SoldOutBoard, purchases: Purchases,
                  wire: ScriptWire, keys: KeySpace, rate_script: Script, rates: tuple[Rate, ...],
                  queue: AdmissionQueue | None = None) -> None:
         self.cache = cache
         self.board = board
-        self.stock = stock
+        self.purchases = purchases
         self.wire = wire
         self.keys = keys
         self.rate_script = rate_script
@@ -84,8 +84,8 @@ class SaleState:
         try:
             then = (self.queue.after_purchase(activity.id, uid)
                     if activity.queued and self.queue is not None else None)
-            bought = self.stock.purchase(activity.id, uid, quantity, activity.kind,
-                                         activity.shards, activity.payment_window, then)
+            bought = self.purchases.purchase(activity.id, uid, quantity, activity.kind,
+                                             activity.shards, activity.payment_window, then)
         except errors.SoldOut:
             # A sharded activity says so only once every part was asked and had nothing.
             self.cache.note_remaining(activity.id, 0)

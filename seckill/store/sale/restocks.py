@@ -1,0 +1,69 @@
+"""The operator's restock (``lua/restock.lua``): units added, or unsold ones removed, decided
+by Redis within the bounds; and the word to every process that units came back."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import redis
+
+from seckill.domain.activities import MAX_TOTAL
+from seckill.sql.book import OrderBook
+from seckill.store.plumbing.connection import Client, unavailable
+from seckill.store.plumbing.durable import DurableRunner
+from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.scripts import Scripts
+from seckill.store.sale.parts import Parts
+from seckill.store.sale.sharded import ShardedPurchases, numbers, restock_refusal
+
+log = logging.getLogger("seckill.stock")
+
+
+@dataclasses.dataclass(eq=False)
+class Restocks:
+    """Restocks, and the announcement that units of an activity came back."""
+
+    client: Client
+    keys: KeySpace
+    scripts: Scripts
+    book: OrderBook
+    runner: DurableRunner  # restock.lua with the durability wait (unsharded activities)
+    parts: Parts
+    sharded: ShardedPurchases
+
+    def restock(self, aid: str, add: int) -> tuple[int, int]:
+        """Add (or, negative, remove unsold) units. Returns (total, remaining).
+
+        Redis decides atomically, the bounds included: never fewer units than are sold, never a
+        total over ``MAX_TOTAL`` (what an activity may be created with). The database's total
+        follows, so a rebuild from the database restores the new total.
+        """
+        shards = self.parts.count(aid)
+        reply: Any
+        try:
+            if shards > 1:
+                self.sharded.restock(self.client, aid, add, shards)
+                total, sold, _ = numbers(self.sharded.parts(self.client, aid, shards))
+                reply = ["ok", total, total - sold]
+            else:  # with the durability wait, as a purchase
+                reply = self.runner.run_restoring(aid, self.scripts.restock,
+                                                  [self.keys.meta(aid)], [add, MAX_TOTAL])
+        except redis.RedisError as exc:
+            raise unavailable(exc) from exc
+        restock_refusal(reply, add)
+        total, remaining = int(reply[1]), int(reply[2])
+        self.book.set_total(aid, total)
+        if add > 0:
+            self.announce_stock_returned(aid)
+        return total, remaining
+
+    def announce_stock_returned(self, aid: str) -> None:
+        """Tell every process that units of ``aid`` came back (they drop its sold-out flag)."""
+        self.sharded.forget(aid)
+        try:
+            self.client.publish(self.keys.stock_returned_channel(), aid)
+        except redis.RedisError:
+            log.warning("could not announce returned stock for %s; the background check of "
+                        "sold-out flags finds it within SECKILL_SOLD_OUT_TTL", aid)
