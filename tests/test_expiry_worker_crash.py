@@ -49,7 +49,8 @@ def read_then_die(settings: Settings, stream: str) -> int:
     its read and its XACK): the entries stay pending under its name. Returns how many."""
     with built_worker(settings, consumer="killed") as worker:
         worker.refresh_streams(force=True)  # the group, as the worker makes it on start
-        got = streams.read(worker.client, worker.consumer, [stream], ">", worker.batch, None)
+        got = streams.read(worker.client, worker.consumer, [stream], ">",
+                           worker.options.batch, None)
     return got.entries
 
 

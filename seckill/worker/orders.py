@@ -37,57 +37,32 @@ from seckill.worker import groups, replicas, streams
 from seckill.worker.deferred import Deferred, Held
 from seckill.worker.groups import GROUP
 from seckill.worker.letters import Letters
+from seckill.worker.options import WorkerOptions
 from seckill.worker.stop import StopFlag
 from seckill.worker.streams import Batch, Retirement, redis_away
 
 log = logging.getLogger("seckill.worker")
 
-__all__ = ["GROUP", "OrdersWorker"]
+__all__ = ["GROUP", "OrdersWorker", "WorkerOptions"]
+
 
 class OrdersWorker:
     """One consumer of the group: moves the activities' order streams into the database."""
 
-    def __init__(
-        self,
-        client: Client,
-        keys: KeySpace,
-        book: OrderBook,
-        consumer: str | None = None,
-        batch: int = 500,
-        block_ms: int = 500,
-        claim_idle_ms: int = 30_000,
-        consumer_idle_ms: int | None = None,
-        max_deliveries: int = 5,
-        refresh_seconds: float = 2.0,
-        backoff_max: float = 10.0,
-        poll_ms: int = 100,
-        retire_grace_ms: int = 10_000,
-        recheck_seconds: float = 30.0,
-        replicas: int = 0,
-        replica_timeout_ms: int = 1500,
-    ) -> None:
+    def __init__(self, client: Client, keys: KeySpace, book: OrderBook,
+                 options: WorkerOptions | None = None) -> None:
         self.client = client
         self.keys = keys
-        # SECKILL_DURABILITY=replica: store only what a replica has (seckill/worker/replicas.py).
-        self.replicas, self.replica_timeout_ms = replicas, replica_timeout_ms
-        self.scripts = Scripts(client)
         self.book = book
-        self.consumer = consumer or f"{socket.gethostname()}-{os.getpid()}"
-        self.batch = batch
-        self.block_ms = block_ms
-        # On a cluster reads do not block: a round that found nothing sleeps this long.
-        self.poll_ms = poll_ms
-        self.claim_idle_ms = claim_idle_ms
-        # A consumer silent this long with nothing pending is gone (default: the claim bound).
-        self.consumer_idle_ms = claim_idle_ms if consumer_idle_ms is None else consumer_idle_ms
+        self.options = options = options or WorkerOptions()
+        self.scripts = Scripts(client)
+        self.consumer = options.consumer or f"{socket.gethostname()}-{os.getpid()}"
         self.roster = groups.Roster(client)
-        self.deferred = Deferred(claim_idle_ms, max_deliveries)  # updates before their order
+        # The updates read before their order (seckill.worker.deferred).
+        self.deferred = Deferred(options.claim_idle_ms, options.max_deliveries)
         self.letters = Letters(client, keys)
-        self.max_deliveries = max_deliveries
-        self.refresh_seconds = refresh_seconds
-        self.backoff_max = backoff_max
         self._streams: dict[str, str] = {}  # the streams read: stream key -> activity id
-        self.retirement = Retirement(retire_grace_ms, recheck_seconds)
+        self.retirement = Retirement(options.retire_grace_ms, options.recheck_seconds)
         self._grouped: set[str] = set()
         self._refreshed_at = float("-inf")
         self._housekept_at = time.monotonic()
@@ -101,7 +76,7 @@ class OrdersWorker:
     def refresh_streams(self, force: bool = False) -> None:
         """Follow new activities' streams (at most every ``refresh_seconds``, unless ``force``);
         an activity already ended starts retired, to be checked before it is read."""
-        if not force and time.monotonic() - self._refreshed_at < self.refresh_seconds:
+        if not force and time.monotonic() - self._refreshed_at < self.options.refresh_seconds:
             return
         self._refreshed_at = time.monotonic()
         try:
@@ -186,11 +161,11 @@ class OrdersWorker:
             if handled:
                 return handled
         if not self._streams:
-            self._sleep(self.block_ms / 1000, stop)
+            self._sleep(self.options.block_ms / 1000, stop)
             return 0
         own = self._own_pending
         got = streams.read(self.client, self.consumer, list(self._streams), "0" if own else ">",
-                           self.batch, None if own else self.block_ms)
+                           self.options.batch, None if own else self.options.block_ms)
         if got.missing:
             # The stream or its group vanished (Redis lost its data): recreate, read again.
             log.warning("consumer group missing on %d stream(s); recreating", len(got.missing))
@@ -199,7 +174,7 @@ class OrdersWorker:
         batch = got.batch
         if not own and not got.entries and not got.missing and streams.is_cluster_client(
                 self.client):
-            self._sleep(self.poll_ms / 1000, stop)  # nothing anywhere: the cluster's BLOCK
+            self._sleep(self.options.poll_ms / 1000, stop)  # nothing anywhere: the cluster's BLOCK
         if own:
             # The updates held on purpose are pending too: re-reading them is no progress.
             batch = [(s, [(i, f) for i, f in entries if (s, i) not in self.deferred])
@@ -224,9 +199,9 @@ class OrdersWorker:
     def handle(self, batch: Batch, stop: StopFlag | None, reclaimed: bool = False) -> int:
         """Parse a batch (``reclaimed``: taken over from another consumer), dead-letter the
         poison, store the rest; returns the entries seen."""
-        if self.replicas:
-            batch, held = replicas.confirmed(self.client, self.keys, batch, self.replicas,
-                                             self.replica_timeout_ms)
+        if self.options.replicas:
+            batch, held = replicas.confirmed(self.client, self.keys, batch, self.options.replicas,
+                                             self.options.replica_timeout_ms)
             self._own_pending = self._own_pending or held
         rows: list[tuple[str, str, OrderRow]] = []
         cancels: list[tuple[str, str, Cancel | Paid]] = []
@@ -273,7 +248,7 @@ class OrdersWorker:
                                 len(rows) + len(cancels))
                     return
                 self._sleep(delay, stop)
-                delay = min(delay * 2, self.backoff_max)
+                delay = min(delay * 2, self.options.backoff_max)
             except sa.exc.DBAPIError as exc:
                 # Something in the batch itself is refused: store one by one to isolate it.
                 log.error("database refused a batch (%s); isolating the bad entries", exc.orig)
@@ -302,7 +277,7 @@ class OrdersWorker:
             except sa.exc.OperationalError:
                 return  # the database went away: everything left stays pending
             except sa.exc.DBAPIError as exc:
-                if self.letters.deliveries(stream, entry_id) >= self.max_deliveries:
+                if self.letters.deliveries(stream, entry_id) >= self.options.max_deliveries:
                     self.dead_letter(stream, row.activity_id, entry_id,
                                      dataclasses.asdict(row), f"database refused it: {exc.orig}")
                 continue
@@ -349,9 +324,9 @@ class OrdersWorker:
         handled = 0
         for stream in list(self._streams):
             try:
-                reply: Any = self.client.xautoclaim(
-                    stream, GROUP, self.consumer, self.claim_idle_ms, "0-0", count=self.batch
-                )
+                reply: Any = self.client.xautoclaim(stream, GROUP, self.consumer,
+                                                    self.options.claim_idle_ms, "0-0",
+                                                    count=self.options.batch)
             except redis.ResponseError as exc:
                 if "NOGROUP" in str(exc):
                     self._grouped.discard(stream)
@@ -368,7 +343,7 @@ class OrdersWorker:
     def forget_dead(self, stream: str) -> list[str]:
         """Remove the consumers of ``stream`` that are gone: silent for ``consumer_idle_ms``
         and holding nothing pending (their entries reclaimed first); never this one."""
-        removed = self.roster.forget_dead(stream, self.consumer_idle_ms, self.consumer)
+        removed = self.roster.forget_dead(stream, self.options.gone_after_ms, self.consumer)
         if removed:
             log.info("removed consumers gone from %s: %s", stream, ", ".join(removed))
         return removed

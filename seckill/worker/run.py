@@ -16,29 +16,36 @@ from seckill.sql.engine import make_engine
 from seckill.store.plumbing.connection import Client, is_cluster, make_cluster, make_pool
 from seckill.store.plumbing.keys import KeySpace
 from seckill.worker.expiry import Expirer
+from seckill.worker.options import WorkerOptions
 from seckill.worker.orders import OrdersWorker
 from seckill.worker.stop import StopFlag
 
 log = logging.getLogger("seckill.worker")
 
 
-def build_worker(settings: Settings, **options: Any) -> OrdersWorker:
+def worker_options(settings: Settings, **overrides: Any) -> WorkerOptions:
+    """The worker's options from the settings; ``overrides`` (a field each) win (tests)."""
+    return dataclasses.replace(WorkerOptions(
+        batch=settings.worker_batch, block_ms=settings.worker_block_ms,
+        claim_idle_ms=settings.worker_claim_idle_ms,
+        replicas=1 if settings.durability == "replica" else 0,
+        replica_timeout_ms=settings.durability_timeout_ms,
+    ), **overrides)
+
+
+def build_worker(settings: Settings, **overrides: Any) -> OrdersWorker:
     """A worker with its own Redis connections (its socket timeout must outlast BLOCK): one
-    server's, or a cluster client (``SECKILL_REDIS_CLUSTER``), tuned by the settings' worker
-    options; ``options`` override them (tests)."""
-    tuning = {"batch": settings.worker_batch, "block_ms": settings.worker_block_ms,
-              "claim_idle_ms": settings.worker_claim_idle_ms,
-              "replicas": 1 if settings.durability == "replica" else 0,
-              "replica_timeout_ms": settings.durability_timeout_ms, **options}
+    server's, or a cluster client (``SECKILL_REDIS_CLUSTER``), with :func:`worker_options`."""
+    options = worker_options(settings, **overrides)
     own = dataclasses.replace(
         settings,
-        redis_timeout=max(settings.redis_timeout, int(tuning["block_ms"]) / 1000 + 2.0),
+        redis_timeout=max(settings.redis_timeout, options.block_ms / 1000 + 2.0),
         redis_max_connections=4,
     )
     client: Client = (make_cluster(own) if is_cluster(own)
                       else redis.Redis(connection_pool=make_pool(own)))
     book = OrderBook(make_engine(settings.database_url)).ready()
-    return OrdersWorker(client, KeySpace(settings.key_prefix), book, **tuning)
+    return OrdersWorker(client, KeySpace(settings.key_prefix), book, options)
 
 
 def main(settings: Settings) -> int:
