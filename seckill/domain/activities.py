@@ -109,6 +109,11 @@ class Activity:
         """Whether purchase URLs are handed out by a queue (``queue`` or ``draw``)."""
         return self.admission != admissions.FIRST_COME
 
+    @property
+    def sharded(self) -> bool:
+        """Whether the stock is split into parts (``shards`` > 1), each in its own slot."""
+        return self.shards > 1
+
     def state(self, at_ms: int) -> str:
         """The state at ``at_ms``: ``upcoming``, ``open``, ``sold_out`` or ``ended``."""
         if at_ms >= self.ends_ms:
@@ -151,7 +156,7 @@ class Activity:
         if self.kind == PACKETS:
             body["amount"] = self.amount
             body["count"] = self.total
-        if self.shards > 1:
+        if self.sharded:
             body["shards"] = self.shards
         if self.payment_window:
             body["payment_window"] = self.payment_window

@@ -46,7 +46,7 @@ def reconcile(restorer: Restorer, aid: str, repair: bool = False) -> dict[str, A
     """
     keys, client = restorer.keys, restorer.client
     activity = restorer.book.load_activity(aid)
-    if activity is not None and activity.shards > 1:
+    if activity is not None and activity.sharded:
         return reconcile_parts(restorer, activity, repair)
     if not client.exists(keys.meta(aid)):
         if activity is None:

@@ -61,7 +61,7 @@ class ActivityStore:
         meta hash last: until it exists nobody can grab from a half-filled list."""
         if activity.kind != PACKETS:
             created = now_ms()
-            if activity.shards > 1:
+            if activity.sharded:
                 # Parts 1..n-1 first, part 0 (the activity's own meta) last: until it exists
                 # the activity is unknown, so nobody buys from a half-created set of parts.
                 tags = part_tags(activity.id, activity.shards)
@@ -120,7 +120,7 @@ class ActivityStore:
         """``found`` (each read from its part 0) with a sharded activity's numbers summed over
         its parts, in one round trip (on ``client``, default the store's); None for one Redis
         holds only some parts of."""
-        sharded = [a for a in found if a.shards > 1]
+        sharded = [a for a in found if a.sharded]
         if not sharded:
             return list(found)
         pipe = (client or self.client).pipeline(transaction=False)
@@ -129,7 +129,7 @@ class ActivityStore:
                 pipe.hmget(self.keys.meta(tag), PART_FIELDS)
         replies = iter(pipe.execute())
         summed = {a.id: whole(a, [next(replies) for _ in range(a.shards)]) for a in sharded}
-        return [summed[a.id] if a.shards > 1 else a for a in found]
+        return [summed[a.id] if a.sharded else a for a in found]
 
 
 def whole(activity: Activity, parts: Sequence[Sequence[str | None]]) -> Activity | None:

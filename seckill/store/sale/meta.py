@@ -25,7 +25,7 @@ def meta_fields(activity: Activity, created_ms: int) -> list[str | int]:
     if activity.kind == PACKETS:
         assert activity.amount is not None
         fields += ["amount", activity.amount, "amount_given", 0]
-    if activity.shards > 1:
+    if activity.sharded:
         fields += ["shards", activity.shards, "part", 0, "held", 0, "lent", 0, "borrowed", 0]
     if activity.payment_window:
         fields += ["payment_window", activity.payment_window, "paid", 0, "expired", 0]

@@ -179,7 +179,7 @@ class Restorer:
         activity = self.book.load_activity(aid)
         if activity is None:
             raise errors.UnknownActivity(activity=aid)
-        if activity.shards > 1:
+        if activity.sharded:
             return rebuild_parts(self.client, self.keys, self.scripts, activity,
                                  self.book.orders_of(aid))
         stored = self.book.orders_of(aid)
