@@ -159,8 +159,13 @@ def test_up_runs_a_cluster_restarts_a_killed_node_stops_every_node_and_comes_bac
         master = next(n.port for n in view.nodes if n.role == "master")
         dead = nodes[master]
         dead.kill()
-        wait_for(lambda: master in nodes_of(up) and nodes_of(up)[master].pid != dead.pid, 30,
-                 f"node {master} restarted")
+        # One look per check: between two looks the killed node can vanish (its pid reaped,
+        # its successor still the AOF check before it becomes valkey-server): KeyError.
+        def restarted() -> bool:
+            now = nodes_of(up).get(master)
+            return now is not None and now.pid != dead.pid
+
+        wait_for(restarted, 30, f"node {master} restarted")
         seen.extend(psutil.Process(up.pid).children())
         assert re.search(rf"valkey-{master} \(pid {dead.pid}\) exited with code -9 .*restarting",
                          log.read_text()), log.read_text()
