@@ -26,7 +26,7 @@ class ConfigError(RuntimeError):
 MIN_KEY_BYTES = 32
 SECRET_VARS = ("SECKILL_SECRET_KEY", "SECKILL_JWT_SECRET", "SECKILL_ADMIN_TOKEN")
 # The gateway's and the worker's Redis when REDIS_URL is not set. The operator's commands never
-# use it: they take the running `seckill up`'s (seckill/ops/commands.py) or refuse.
+# use it: they take the running `seckill up`'s (seckill/ops/command_store.py) or refuse.
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 

@@ -142,10 +142,6 @@ ENVIRONMENT_READERS = {
     # format is read before any settings (the first line is already in it), and
     # PROMETHEUS_MULTIPROC_DIR is prometheus_client's own name, which it reads itself too.
     "seckill/logs.py", "seckill/metrics.py",
-    # Not moved yet (the operator layer's files, issue #24 item 5): the JWT secret of
-    # `seckill token` is config.operator_secrets()[0]; REDIS_URL's hint is
-    # config.own_redis_url(); the store's environment is config.environment(environ).
-    "seckill/ops/cli.py", "seckill/ops/commands.py", "seckill/ops/command_store.py",
 }
 
 

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from seckill import config
 from seckill.config import MIN_KEY_BYTES, ConfigError, Settings
 from seckill.domain import errors
 from seckill.ops.aof_cli import cmd_aof_repair
@@ -73,7 +74,7 @@ def cmd_token(args: argparse.Namespace) -> int:
         raise errors.BadRequest(f"user id must match [A-Za-z0-9_.@-]{{1,64}}, got {args.uid!r}")
     if not 1 <= args.ttl <= MAX_TOKEN_TTL:
         raise errors.BadRequest(f"--ttl must be between 1 and {MAX_TOKEN_TTL} seconds")
-    secret = os.environ.get("SECKILL_JWT_SECRET", "").strip()
+    secret = config.operator_secrets()[0]
     if not secret:
         raise ConfigError(
             "SECKILL_JWT_SECRET is not set; export the secret the gateway verifies tokens "

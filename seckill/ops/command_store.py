@@ -10,13 +10,13 @@ create no file.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from seckill import config
 from seckill.config import ConfigError, Settings, data_dir_from
 from seckill.domain import errors
 from seckill.ops.up import UP_FILE, find_running_up, redact_url
@@ -53,7 +53,7 @@ def store_settings(access: str, environ: dict[str, str] | None = None) -> Settin
     missing). The commands use no secret: none is required."""
     from seckill.store.plumbing.readonly import sqlite_file
 
-    env = {**(os.environ if environ is None else environ), "SECKILL_ENV": "development"}
+    env = {**config.environment(environ), "SECKILL_ENV": "development"}
     if not env.get("REDIS_URL"):
         env.update(_from_running_up(env))
     settings = Settings.from_env(env)
@@ -139,7 +139,7 @@ def _store_failure(settings: Settings, exc: Exception) -> Failure:
     import redis
 
     if isinstance(exc, redis.RedisError):
-        hint = "" if os.environ.get("REDIS_URL") else (
+        hint = "" if config.own_redis_url() else (
             f" (the `seckill up` of {settings.data_dir} named it in its {UP_FILE})"
         )
         where = f"Redis at {redact_url(settings.redis_url)}"
