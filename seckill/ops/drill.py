@@ -122,20 +122,33 @@ def _differences(differences: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def reconcile_all(aids: list[str], env: dict[str, str] | None = None
-                  ) -> dict[str, tuple[bool, str]]:
+# How long a difference may last: an update (a hold's expiry, a payment) read before its order
+# waits for that order, which a worker killed -9 holds until the next worker reclaims it
+# (SECKILL_WORKER_CLAIM_IDLE_MS, 30 s), and reconcile counts it half-way meanwhile. A difference
+# still there after this is a failure.
+RECONCILE_SETTLE_S = 75.0
+
+
+def reconcile_all(aids: list[str], env: dict[str, str] | None = None,
+                  settle_s: float = RECONCILE_SETTLE_S) -> dict[str, tuple[bool, str]]:
     """``seckill reconcile <aid>`` (read-only) for each activity, in ``env`` (None: this
-    process's environment): clean, or what it said."""
+    process's environment), asked again every 2 s until clean or ``settle_s`` have passed:
+    clean, or what it said last."""
     found = {}
+    deadline = time.monotonic() + settle_s
     for aid in aids:
-        done = subprocess.run([*seckill_command(), "reconcile", aid], env=env,
-                              capture_output=True, text=True, timeout=120)
-        try:
-            report = json.loads(done.stdout)
-            clean = done.returncode == 0 and not report.get("differences")
-            said = _differences(report.get("differences") or {})
-        except ValueError:
-            clean, said = False, " ".join((done.stdout + done.stderr).split())[-400:]
+        while True:
+            done = subprocess.run([*seckill_command(), "reconcile", aid], env=env,
+                                  capture_output=True, text=True, timeout=120)
+            try:
+                report = json.loads(done.stdout)
+                clean = done.returncode == 0 and not report.get("differences")
+                said = _differences(report.get("differences") or {})
+            except ValueError:
+                clean, said = False, " ".join((done.stdout + done.stderr).split())[-400:]
+            if clean or time.monotonic() > deadline:
+                break
+            time.sleep(2)
         found[aid] = (clean, said)
     return found
 
