@@ -16,13 +16,9 @@ import argparse
 import json
 import statistics
 import subprocess
-import tempfile
 from pathlib import Path
 
-import redis
-
-from bench.pause_check import one_round
-from seckill.ops.embedded import EmbeddedValkey
+from bench.pause_check import alternate_rounds
 from seckill.store.plumbing.scripts import lua_source
 
 BEFORE = "e335bfa"  # main before the unlimited flag and the counters' check
@@ -58,19 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     variants = {"with_check": lua_source("purchase"),
                 "before": source_at(args.before, "purchase")}
-    with tempfile.TemporaryDirectory(prefix="seckill-bench-") as tmp:
-        server = EmbeddedValkey(Path(tmp) / "valkey")
-        server.start()
-        try:
-            client = redis.Redis.from_url(server.url, decode_responses=True)
-            shas = {name: client.script_load(text) for name, text in variants.items()}
-            runs: dict[str, list[float]] = {name: [] for name in variants}
-            for _ in range(args.rounds):
-                for name, sha in shas.items():
-                    runs[name].append(one_round(client, sha, args.purchases, args.depth))
-            client.close()
-        finally:
-            server.stop()
+    runs = alternate_rounds(variants, args.rounds, args.purchases, args.depth)
     medians = {name: statistics.median(values) for name, values in runs.items()}
     ratio = medians["with_check"] / medians["before"]
     lines = [

@@ -64,6 +64,26 @@ def one_round(client: redis.Redis, sha: str, purchases: int, depth: int) -> floa
     return float(stats["usec_per_call"])
 
 
+def alternate_rounds(variants: dict[str, str], rounds: int, purchases: int,
+                     depth: int) -> dict[str, list[float]]:
+    """Each script variant's server CPU per purchase (µs), ``rounds`` times, the variants
+    alternating within each round, on one embedded Valkey (AOF on) of its own."""
+    with tempfile.TemporaryDirectory(prefix="seckill-bench-") as tmp:
+        server = EmbeddedValkey(Path(tmp) / "valkey")
+        server.start()
+        try:
+            client = redis.Redis.from_url(server.url, decode_responses=True)
+            shas = {name: client.script_load(text) for name, text in variants.items()}
+            runs: dict[str, list[float]] = {name: [] for name in variants}
+            for _ in range(rounds):
+                for name, sha in shas.items():
+                    runs[name].append(one_round(client, sha, purchases, depth))
+            client.close()
+        finally:
+            server.stop()
+    return runs
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the rounds and write the report."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -73,19 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default="bench/results/pause_check")
     args = parser.parse_args(argv)
     variants = scripts()
-    with tempfile.TemporaryDirectory(prefix="seckill-bench-") as tmp:
-        server = EmbeddedValkey(Path(tmp) / "valkey")
-        server.start()
-        try:
-            client = redis.Redis.from_url(server.url, decode_responses=True)
-            shas = {name: client.script_load(text) for name, text in variants.items()}
-            runs: dict[str, list[float]] = {name: [] for name in variants}
-            for _ in range(args.rounds):
-                for name, sha in shas.items():
-                    runs[name].append(one_round(client, sha, args.purchases, args.depth))
-            client.close()
-        finally:
-            server.stop()
+    runs = alternate_rounds(variants, args.rounds, args.purchases, args.depth)
     medians = {name: statistics.median(values) for name, values in runs.items()}
     ratio = medians["with_check"] / medians["without_check"]
     lines = [
