@@ -100,6 +100,9 @@ class NginxOptions:
     client_timeout: int = 10  # seconds a client has to send its headers, and its body
     max_fails: int = 1  # failures that take an instance out for fail_timeout; 0: never
     fail_timeout: int = 2
+    # The edge cache of activity-level refusals (seckill/web/edge_cache.py); off: every URL
+    # and purchase request reaches the gateway (a benchmark's "before", or a shop's choice).
+    edge_cache: bool = True
 
 
 def nginx_binary() -> str | None:
@@ -146,6 +149,18 @@ def _user_line(options: NginxOptions) -> str:
         f"# {line}\n" for line in options.user_reason.splitlines() if line.strip()
     )
     return f"{comment}user {options.user};"
+
+
+# The edge cache's directives, shared by the URL and purchase locations (the template says why).
+_EDGE_CACHE = """            proxy_cache edge;
+            proxy_cache_bypass $seckill_edge_uncached;
+            proxy_no_cache $seckill_edge_uncached;
+            # Only the gateway's X-Accel-Expires decides what is stored, and for how long.
+            proxy_ignore_headers Cache-Control Expires;
+            proxy_hide_header X-Seckill-Now-Ms;
+            add_header X-Cache $upstream_cache_status always;
+            sub_filter_types application/json;
+            sub_filter $seckill_now_ms_was $seckill_now_ms_is;"""
 
 
 def _access_log(options: NginxOptions, path: Path) -> str:
@@ -227,6 +242,7 @@ def render(options: NginxOptions) -> str:
         "ADMIN_LISTEN": f"127.0.0.1:{options.admin_port}",
         "STATIC_ROOT": str(static_root),
         "JSON_ERRORS": _json_errors(),
+        "EDGE_CACHE": _EDGE_CACHE if options.edge_cache else "            # edge cache: off",
     }
     text = (resource_dir("nginx") / "nginx.conf.template").read_text(encoding="utf-8")
     for key, filling in values.items():

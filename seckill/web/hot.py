@@ -24,6 +24,7 @@ from werkzeug.wrappers import Request
 from edge.chain import IN_STOCK, PURCHASE_URL, RATE, SOLD_OUT, USER, WINDOW, Chain, Passage, Route
 from edge.purchase_url import PurchaseUrlSigner
 from seckill.domain import errors
+from seckill.domain.clock import now_ms
 from seckill.store.sale.queue import AdmissionQueue
 from seckill.store.sale.state import SaleState
 from seckill.web.body import (
@@ -34,6 +35,7 @@ from seckill.web.body import (
     read_body,
     refuse_nul_query,
 )
+from seckill.web.edge_cache import PURCHASE_REFUSALS, URL_REFUSALS, cache_headers
 from seckill.web.errors import as_domain_error
 from seckill.web.finish import PURCHASE, Finish
 
@@ -46,6 +48,8 @@ URL = Route("user.purchase_url", USER, WINDOW, IN_STOCK, RATE)
 # a poll is one round trip, and polling more often changes nobody's place.
 QUEUE_STATUS = Route("user.queue_status", USER)
 QUEUE_JOIN = Route("user.queue_join", USER)
+# What nginx may repeat of each route's refusals (seckill.web.edge_cache).
+_SHARED = {BUY.endpoint: PURCHASE_REFUSALS, URL.endpoint: URL_REFUSALS}
 _ALLOWED = {BUY.endpoint: ("POST",), URL.endpoint: ("GET", "HEAD"),
             QUEUE_STATUS.endpoint: ("GET", "HEAD", "POST"), QUEUE_JOIN.endpoint: ("POST",)}
 
@@ -136,6 +140,9 @@ class HotRoutes:
             failure = as_domain_error(exc, method, environ.get("PATH_INFO") or "")
             status, outcome, body = failure.status, failure.code, failure.body()
             headers = failure.headers()
+            shared = _SHARED.get(route.endpoint)
+            if shared is not None and failure.code in shared:
+                headers.update(cache_headers(shared, failure, now_ms()))
         payload = orjson.dumps(body)
         start_response(_STATUS[status], [
             ("Content-Type", "application/json"),
