@@ -13,10 +13,10 @@ of two real gunicorn instances.
 
 from __future__ import annotations
 
-from http.client import HTTPConnection
 import time
 import uuid
 from collections.abc import Iterator
+from http.client import HTTPConnection
 from pathlib import Path
 
 import pytest
