@@ -132,8 +132,9 @@ def front(instances: Instances, tmp_path: Path, backends: list[str] | None = Non
         {"ip_rate": "off"},
         {"ip_rate": "600r/m", "ip_burst": 0, "ip_connections": 1, "access_log": True},
         {"user": "root", "user_reason": "why, in a comment\non two lines", "listen_host": "::1"},
+        {"edge_cache": False},
     ],
-    ids=["default", "ip-rate-off", "per-minute", "user-root"],
+    ids=["default", "ip-rate-off", "per-minute", "user-root", "no-edge-cache"],
 )
 def test_rendered_config_passes_nginx_t(tmp_path: Path, options: dict[str, Any]) -> None:
     binary = require_nginx()
@@ -165,8 +166,11 @@ def test_rendered_config_passes_nginx_t(tmp_path: Path, options: dict[str, Any])
     assert next_upstream == ["proxy_next_upstream error timeout;"]
     assert not re.search(r"proxy_next_upstream[^;]*http_", text)
     limits = [d for d in directives if d.startswith(("limit_req ", "limit_conn "))]
-    # limit_req on the 3 /seckill/ locations; limit_conn once, on the whole public server.
-    assert len(limits) == (0 if options.get("ip_rate") == "off" else 4), limits
+    # limit_req on the 5 /seckill/ locations; limit_conn once, on the whole public server.
+    assert len(limits) == (0 if options.get("ip_rate") == "off" else 6), limits
+    # The edge cache on the URL and the purchase only (tests/test_edge_cache.py), or nowhere.
+    edge = [d for d in directives if d == "proxy_cache edge;"]
+    assert len(edge) == (0 if options.get("edge_cache") is False else 2), edge
 
 
 def test_render_refuses_bad_options(tmp_path: Path) -> None:

@@ -109,6 +109,7 @@ def cmd_nginx_render(args: argparse.Namespace) -> int:
         listen_host=args.listen, run_dir=Path(args.run_dir),
         static_root=Path(args.static_root) if args.static_root else None,
         read_timeout=args.read_timeout, access_log=args.access_log,
+        edge_cache=not args.no_edge_cache,
     )
     try:
         text = nginx.render(options)
@@ -241,6 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how long an instance may take to answer (default 10)")
     render.add_argument("--access-log", action="store_true",
                         help="write <run-dir>/access.log (default: off)")
+    render.add_argument("--no-edge-cache", action="store_true",
+                        help="never answer the crowd's activity-level refusals from nginx "
+                             "(docs/deployment.md, the nginx config)")
     render.add_argument("--run-dir", default="/tmp/seckill-nginx",
                         help="nginx's pid, logs and temp files (default /tmp/seckill-nginx)")
     render.add_argument("-o", "--output", help="file to write (default: standard output)")
