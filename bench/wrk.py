@@ -68,6 +68,7 @@ function init(args)
   wrapped = 0
   overrun = 0
   statuses = {}
+  caches = {}
 end
 
 function request()
@@ -94,6 +95,9 @@ function response(status, headers, body)
   local key = tostring(status)
   statuses[key] = (statuses[key] or 0) + 1
   answered = answered + 1
+  -- nginx's X-Cache (HIT: repeated from its cache), where the route has one
+  local cache = headers["X-Cache"]
+  if cache then caches[cache] = (caches[cache] or 0) + 1 end
   if counted and answered >= #requests_ then
     local marker = io.open(done_dir .. "/done-" .. id, "w")
     if marker then marker:close() end
@@ -102,26 +106,32 @@ function response(status, headers, body)
 end
 
 function done(summary, latency, requests)
-  local counts = {}
+  local counts, cached = {}, {}
   local wraps, overruns, answers = 0, 0, 0
   for _, thread in ipairs(threads) do
     local s = thread:get("statuses")
     for k, v in pairs(s) do counts[k] = (counts[k] or 0) + v end
+    for k, v in pairs(thread:get("caches")) do cached[k] = (cached[k] or 0) + v end
     wraps = wraps + thread:get("wrapped")
     overruns = overruns + thread:get("overrun")
     answers = answers + thread:get("answered")
   end
   local parts = {}
   for k, v in pairs(counts) do parts[#parts + 1] = string.format('"%s": %d', k, v) end
+  local cache_parts = {}
+  for k, v in pairs(cached) do
+    cache_parts[#cache_parts + 1] = string.format('"%s": %d', k, v)
+  end
   local e = summary.errors
   io.write(string.format(
     'BENCH_JSON {"requests": %d, "answered": %d, "duration_us": %d, "p50_us": %d, ' ..
     '"p90_us": %d, "p99_us": %d, "mean_us": %.1f, "max_us": %d, "wrapped": %d, ' ..
-    '"overrun": %d, "statuses": {%s}, "errors": {"connect": %d, "read": %d, "write": %d, ' ..
-    '"status": %d, "timeout": %d}}\n',
+    '"overrun": %d, "statuses": {%s}, "cache": {%s}, "errors": {"connect": %d, "read": %d, ' ..
+    '"write": %d, "status": %d, "timeout": %d}}\n',
     summary.requests, answers, summary.duration, latency:percentile(50),
     latency:percentile(90), latency:percentile(99), latency.mean, latency.max, wraps,
-    overruns, table.concat(parts, ", "), e.connect, e.read, e.write, e.status, e.timeout))
+    overruns, table.concat(parts, ", "), table.concat(cache_parts, ", "), e.connect, e.read,
+    e.write, e.status, e.timeout))
 end
 """
 
@@ -156,6 +166,8 @@ class WrkResult:
     wrapped: int
     overrun: int
     complete: bool  # counted runs: every line was answered before -d ran out
+    # answers by nginx's X-Cache header (HIT: repeated from its cache); empty without one
+    cache: dict[str, int] = field(default_factory=dict)
     raw: str = field(repr=False, default="")
 
     @property
@@ -246,5 +258,6 @@ def run_wrk(
         wrapped=int(got["wrapped"]),
         overrun=int(got["overrun"]),
         complete=complete,
+        cache={k: int(v) for k, v in got.get("cache", {}).items()},
         raw=stdout,
     )
