@@ -54,7 +54,8 @@ class Passage:
     Plain values, not Flask's request, so that the same filters run for a request that comes
     through Flask and for one answered straight from WSGI."""
 
-    __slots__ = ("activity", "args", "authorization", "endpoint", "uid", "view_args", "wanted")
+    __slots__ = ("activity", "args", "authorization", "endpoint", "person", "uid", "view_args",
+                 "wanted")
 
     def __init__(
         self,
@@ -70,6 +71,9 @@ class Passage:
         self.view_args = view_args or {}
         self.args = args or {}
         self.uid: str | None = None
+        # The verified person behind the account (the SECKILL_PERSON_CLAIM claim of the user's
+        # token), when the deployment names such a claim and the token carries it.
+        self.person: str | None = None
         self.activity: Activity | None = None
 
     def activity_id(self) -> str:
