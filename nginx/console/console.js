@@ -6,7 +6,10 @@
 // it answers that Redis could not be read) the last known numbers stay, greyed, under "Data
 // stale since <time>", never an empty list; nginx's own 502/504s (GET /metrics/nginx, counted
 // from its access log, so they keep coming when no instance answers) are a series of their
-// own; a failed lever says the operator's message.
+// own; the refusals nginx repeated from its edge cache (the same endpoint's
+// seckill_activity_outcomes_total{answered_by="nginx"}) are added to their activity's
+// outcomes, so the rates are the crowd's and not the few answers that reached an instance;
+// a failed lever says the operator's message.
 (function () {
   "use strict";
   var KEY = "seckill-operator-token";
@@ -22,8 +25,12 @@
   var $ = function (id) { return document.getElementById(id); };
   var chart = null;
   var series = [[]].concat(LINES.map(function () { return []; }));
-  var previous = null; // {t, all: {group: n}, per: {aid: {ok: n}}}
+  var previous = null; // {t, all: {group: n}, per: {aid: {ok: n}}, withNginx}
   var nginxBefore = null; // {t, errors}
+  // nginx's answers per activity, {aid: {outcome: n}}, as last read (null: never read). Kept
+  // when a read fails: the counts only grow, and dropping them would make the next read's
+  // whole total look like one second's answers.
+  var nginxAnswers = null;
   var freshAt = null; // when the numbers shown were read (ms)
   var cards = {};
   var timer = null;
@@ -52,15 +59,41 @@
       });
   }
 
-  // nginx's count of 502/504 (no instance answered), or null where no exporter is served.
-  function nginxErrors() {
+  // The labels of one sample line, {name: value} (activity ids and outcomes need no escapes).
+  function labels(text) {
+    var found = {}; var pair; var each = /(\w+)="([^"]*)"/g;
+    while ((pair = each.exec(text)) !== null) { found[pair[1]] = pair[2]; }
+    return found;
+  }
+
+  // What nginx counted: its 502/504s (no instance answered; null when not in the answer) and
+  // the answers it repeated from its edge cache, {aid: {outcome: n}}; null where no exporter
+  // is served. Made-up ids are all under activity "", which no activity is.
+  function nginxCounts() {
     return fetch("/metrics/nginx", { cache: "no-store" }).then(function (response) {
       if (response.status !== 200) { return null; }
       return response.text().then(function (text) {
         var found = /^seckill_nginx_upstream_errors_total (\S+)$/m.exec(text);
-        return found ? Number(found[1]) : null;
+        var answers = {}; var line;
+        var sample = /^seckill_activity_outcomes_total\{([^}]*)\} (\S+)$/gm;
+        while ((line = sample.exec(text)) !== null) {
+          var l = labels(line[1]);
+          if (l.answered_by !== "nginx" || !l.activity) { continue; }
+          var per = answers[l.activity] = answers[l.activity] || {};
+          per[l.outcome] = (per[l.outcome] || 0) + Number(line[2]);
+        }
+        return { errors: found ? Number(found[1]) : null, answers: answers };
       });
     }).catch(function () { return null; });
+  }
+
+  // An activity's outcomes: the gateway's (its instances') and nginx's, added up.
+  function outcomesOf(a) {
+    var all = {};
+    [a.outcomes || {}, (nginxAnswers && nginxAnswers[a.id]) || {}].forEach(function (some) {
+      Object.keys(some).forEach(function (o) { all[o] = (all[o] || 0) + some[o]; });
+    });
+    return all;
   }
 
   function group(outcome) { return GROUPS.indexOf(outcome) >= 0 ? outcome : "other"; }
@@ -69,10 +102,11 @@
     var all = {}; var per = {};
     GROUPS.forEach(function (g) { all[g] = 0; });
     activities.forEach(function (a) {
-      per[a.id] = { ok: (a.outcomes && a.outcomes.ok) || 0 };
+      var outcomes = outcomesOf(a);
+      per[a.id] = { ok: outcomes.ok || 0 };
       if (a.rehearsal === true) { return; }  // a drill's rehearsal: not in the shop's totals
-      Object.keys(a.outcomes || {}).forEach(function (outcome) {
-        all[group(outcome)] += a.outcomes[outcome];
+      Object.keys(outcomes).forEach(function (outcome) {
+        all[group(outcome)] += outcomes[outcome];
       });
     });
     return { all: all, per: per };
@@ -232,8 +266,10 @@
   function render(state, now, nginxRate) {
     var stale = state.stale === true;
     var counted = totals(state.activities);
+    var withNginx = nginxAnswers !== null;
     var rates = null; var perRate = {};
-    if (!stale && previous) {
+    // nginx's counts first read now: their whole total is not this second's (start afresh).
+    if (!stale && previous && previous.withNginx === withNginx) {
       rates = {};
       var dt = Math.max(0.001, (state.now_ms - previous.t) / 1000);
       GROUPS.forEach(function (g) { rates[g] = Math.max(0, counted.all[g] - previous.all[g]) / dt; });
@@ -242,7 +278,9 @@
         perRate[aid] = Math.max(0, counted.per[aid].ok - before) / dt;
       });
     }
-    if (!stale) { previous = { t: state.now_ms, all: counted.all, per: counted.per }; }
+    if (!stale) {
+      previous = { t: state.now_ms, all: counted.all, per: counted.per, withNginx: withNginx };
+    }
     drawChart(now, rates || (stale ? null : zeros()), nginxRate);
 
     // A stale state with no numbers (this instance never read any): the page's own stay.
@@ -324,11 +362,12 @@
     var mine = ++generation;
     clearTimeout(timer);
     var asked = call("GET", "/admin/console/state").catch(function () { return null; });
-    return Promise.all([asked, nginxErrors()]).then(function (got) {
+    return Promise.all([asked, nginxCounts()]).then(function (got) {
       if (mine !== generation) { return; }
       var r = got[0];
       var now = Date.now();
-      var nginxRate = nginxRateAt(now, got[1]);
+      var nginxRate = nginxRateAt(now, got[1] && got[1].errors);
+      if (got[1]) { nginxAnswers = got[1].answers; }
       if (r && r.status === 401) {
         sessionStorage.removeItem(KEY);
         return showLogin("The token was refused.");
