@@ -250,8 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("-o", "--output", help="file to write (default: standard output)")
     render.set_defaults(handler=cmd_nginx_render)
     exporter = nginx_verbs.add_parser(
-        "exporter", help="serve nginx's counts (requests by status, its own 429s, 502/504s) "
-                         "for Prometheus, read from its access log")
+        "exporter", help="serve nginx's counts (requests by status, its own 429s, 502/504s, "
+                         "the refusals it repeated per activity) for Prometheus, read from "
+                         "its access log")
     exporter.add_argument("--log", required=True, help="the access log (either stack format)")
     exporter.add_argument("--port", type=_port, required=True)
     exporter.add_argument("--host", default="127.0.0.1")
