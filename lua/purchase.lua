@@ -9,7 +9,10 @@
 --                                  worker has stored it in the database)
 -- KEYS[3]  seckill:{<tag>}:orders  stream of decided orders (never trimmed by length)
 -- KEYS[4]  (sharded only) seckill:{<tag>}:claims   hash: user id -> "<claim id>|<held>"
--- ARGV[1]  user id (already validated by the edge)
+-- ARGV[1]  user id (already validated by the edge); on a `limit_by: person` activity
+--          "<person key>|<account>" (ids have no "|"): the buyer is the person (the buyers,
+--          claims, holds and expired hashes are keyed by the person key: one purchase per
+--          person), and the order's stream entry also names the account that bought
 -- ARGV[2]  quantity (integer >= 1, already validated against the cached limit)
 -- ARGV[3]  activity id, written into the order id and the stream entry (data, not a key)
 -- then, with a payment window (meta payment_window > 0), holds, payments, expired
@@ -83,7 +86,10 @@ if not unlimited then
   end
 end
 
-local uid = ARGV[1]
+local uid, account = string.match(ARGV[1], '^([^|]*)|(.*)$')
+if not uid then
+  uid = ARGV[1]
+end
 local existing = redis.call('HGET', KEYS[2], uid)
 if existing then
   return {'already_purchased', existing}
@@ -140,7 +146,7 @@ else
   remaining = redis.call('HINCRBY', KEYS[1], 'remaining', held - qty)
 end
 
-local order_id = record_order(uid, qty, ARGV[3], now_ms, shards, hold)
+local order_id = record_order(uid, qty, ARGV[3], now_ms, shards, hold, account)
 if hold then
   return {'ok', order_id, remaining, hold[3]}
 end

@@ -5,7 +5,8 @@
 -- KEYS[1]  seckill:{<home tag>}:meta      KEYS[2] :buyers    KEYS[3] :orders
 -- KEYS[4]  seckill:{<home tag>}:claims    hash: user id -> "<claim id>|<held>"
 -- KEYS[5]  seckill:{<home tag>}:received  hash: "<claim id>@<donor part>" -> units received
--- ARGV[1]  user id   ARGV[2] quantity   ARGV[3] activity id (data)   ARGV[4] claim id
+-- ARGV[1]  user id, or "<person key>|<account>" (as purchase.lua's)   ARGV[2] quantity
+-- ARGV[3]  activity id (data)   ARGV[4] claim id
 -- ARGV[5..] pairs: a donor's part number, the units it lent to this claim
 -- KEYS[6..8] with a payment window: holds, payments, expired (include/payment_hold.lua)
 --
@@ -44,7 +45,11 @@ for i = 5, #ARGV - 1, 2 do
 end
 local remaining = tonumber(redis.call('HGET', KEYS[1], 'remaining'))
 
-local uid, qty = ARGV[1], tonumber(ARGV[2])
+local qty = tonumber(ARGV[2])
+local uid, account = string.match(ARGV[1], '^([^|]*)|(.*)$')
+if not uid then
+  uid = ARGV[1]
+end
 local claim = redis.call('HGET', KEYS[4], uid)
 local held = nil
 if claim and string.sub(claim, 1, #claim_id + 1) == claim_id .. '|' then
@@ -72,7 +77,7 @@ if refusal then  -- nothing sold: the claim's units go back to this part's stock
   return refusal
 end
 remaining = redis.call('HINCRBY', KEYS[1], 'remaining', held - qty)
-local order_id = record_order(uid, qty, ARGV[3], now_ms, tonumber(meta[2]), hold)
+local order_id = record_order(uid, qty, ARGV[3], now_ms, tonumber(meta[2]), hold, account)
 if hold then
   return {'ok', order_id, remaining, hold[3]}
 end

@@ -7,23 +7,26 @@
 -- j+n, j+2n, ... (its seq starts at j), so order ids never collide across parts and an order
 -- id names its part (seq mod n). Unsharded: step 1, as always. `hold` (include/
 -- payment_hold.lua; nil without a payment window) is {holds, payments, pay_by}: the order is
--- held until pay_by, in the same step.
+-- held until pay_by, in the same step. `account` (nil unless the activity is limited by
+-- person, when `uid` is the person's key) is the account that bought: the entry names it.
 
-local function record_order(uid, qty, aid, now_ms, step, hold)
+local function record_order(uid, qty, aid, now_ms, step, hold, account)
   redis.call('HINCRBY', KEYS[1], 'sold', qty)
   local seq = redis.call('HINCRBY', KEYS[1], 'seq', step)
   local order_id = string.format('%s-%013d-%06d', aid, now_ms, seq)
   redis.call('HSET', KEYS[2], uid, order_id)
+  local entry = {'type', 'purchase', 'order_id', order_id, 'activity', aid, 'user', uid,
+    'quantity', qty, 'ts', now_ms}
   if hold then
     redis.call('ZADD', hold[1], hold[3], order_id)
     redis.call('HSET', hold[2], order_id, 'due|' .. qty .. '|' .. uid)
-    redis.call('XADD', KEYS[3], '*',
-      'type', 'purchase', 'order_id', order_id, 'activity', aid, 'user', uid,
-      'quantity', qty, 'ts', now_ms, 'pay_by', hold[3])
-  else
-    redis.call('XADD', KEYS[3], '*',
-      'type', 'purchase', 'order_id', order_id, 'activity', aid, 'user', uid,
-      'quantity', qty, 'ts', now_ms)
+    entry[#entry + 1] = 'pay_by'
+    entry[#entry + 1] = hold[3]
   end
+  if account then
+    entry[#entry + 1] = 'account'
+    entry[#entry + 1] = account
+  end
+  redis.call('XADD', KEYS[3], '*', unpack(entry))
   return order_id
 end
