@@ -9,8 +9,10 @@ from typing import Any
 
 from seckill.domain import admission as admissions
 from seckill.domain import errors, packets, product
+from seckill.domain import variants as variant_rules
 from seckill.domain.clock import iso_from_ms, ms_from_iso, now_ms
 from seckill.domain.product import Product
+from seckill.domain.variants import Variant
 
 ACTIVITY_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 USER_ID = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
@@ -33,7 +35,7 @@ KINDS = (STOCK, PACKETS)
 _COMMON_FIELDS = {"id", "name", "starts_at", "ends_at", "kind", "payment_window", "admission",
                   "queue_opens_at", "challenge", "rehearsal"} | product.FIELDS
 _CREATE_FIELDS = {
-    STOCK: _COMMON_FIELDS | {"total", "per_user_limit", "shards"},
+    STOCK: _COMMON_FIELDS | {"total", "per_user_limit", "shards", "variants"},
     PACKETS: _COMMON_FIELDS | {"amount", "count"},
 }
 
@@ -103,6 +105,9 @@ class Activity:
     # A rehearsal (``seckill drill --target``): sells like any other, but is left out of the
     # metrics, the console's totals and anything sent to the shop.
     rehearsal: bool = False
+    # Stock in variants (seckill/domain/variants.py): total, remaining and sold are then
+    # the sums of theirs; () for one item.
+    variants: tuple[Variant, ...] = ()
 
     @property
     def queued(self) -> bool:
@@ -151,6 +156,8 @@ class Activity:
             "paused": self.paused,
             **self.product.body(),
         }
+        if self.variants:
+            body["variants"] = [v.public(body["state"]) for v in self.variants]
         if self.rehearsal:
             body["rehearsal"] = True
         if self.kind == PACKETS:
@@ -225,6 +232,7 @@ def parse_new_activity(body: Any, at_ms: int | None = None, seed: int | None = N
         raise errors.BadRequest(f"id {aid!r} is reserved", field="id")
     name = checked_name(body.get("name"))
     amount: int | None = None
+    stock: tuple[Variant, ...] = ()
     if kind == PACKETS:
         amount = _int_field(body, "amount", None, 1, packets.MAX_AMOUNT)
         total = _int_field(body, "count", None, 1, packets.MAX_PACKETS)
@@ -236,16 +244,26 @@ def parse_new_activity(body: Any, at_ms: int | None = None, seed: int | None = N
         per_user, shards = 1, 1
         seed = packets.new_seed() if seed is None else seed
     else:
-        if "total" not in body:
+        if "variants" in body:
+            if "total" in body:
+                raise errors.BadRequest("give total or variants, not both: an activity with "
+                                        "variants totals its variants' units", field="total")
+            stock = variant_rules.parse_variants(body["variants"])
+            total = sum(v.total for v in stock)
+        elif "total" not in body:
             raise errors.BadRequest("total is required (an integer >= 0, or null for unlimited)",
                                     field="total")
-        total = _int_field(body, "total", None, 0, MAX_TOTAL, nullable=True)
+        else:
+            total = _int_field(body, "total", None, 0, MAX_TOTAL, nullable=True)
         per_user_limit = _int_field(body, "per_user_limit", 1, 1, MAX_PER_USER)
         assert per_user_limit is not None
         per_user, seed = per_user_limit, None
         parts = _int_field(body, "shards", 1, 1, MAX_SHARDS)
         assert parts is not None
         shards = parts
+        if stock and shards > 1:
+            raise errors.BadRequest("variants need an unsharded activity (shards 1): a "
+                                    "sharded activity cannot have variants", field="shards")
     window = _int_field(body, "payment_window", 0, 0, MAX_PAYMENT_WINDOW)
     assert window is not None
     starts_ms = ms_from_iso(body.get("starts_at"), "starts_at")
@@ -269,14 +287,14 @@ def parse_new_activity(body: Any, at_ms: int | None = None, seed: int | None = N
         amount=amount, seed=seed, shards=shards, payment_window=window,
         admission=admission, queue_opens_ms=opens_ms, challenge=challenge,
         draw_seed=None if admission == admissions.FIRST_COME else admissions.new_seed(),
-        product=product.parse(body), rehearsal=rehearsal,
+        product=product.parse(body), rehearsal=rehearsal, variants=stock,
     )
 
 
 def _refuse_other_kinds_fields(body: dict[str, Any], kind: str) -> None:
     """Say which kind a misplaced field belongs to, rather than just "unknown field"."""
     if kind == PACKETS:
-        for field in ("total", "per_user_limit", "shards"):
+        for field in ("total", "per_user_limit", "shards", "variants"):
             if field in body:
                 raise errors.BadRequest(
                     f"{field} does not apply to kind 'packets': give amount (cents) and count "

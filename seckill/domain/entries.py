@@ -14,6 +14,7 @@ import re
 from seckill.domain.activities import MAX_PER_USER, PACKETS, STOCK, USER_ID
 from seckill.domain.orders import OrderRow, activity_of_order
 from seckill.domain.packets import MAX_AMOUNT
+from seckill.domain.variants import Items, decode_items
 
 MAX_ORDER_ID = 100  # the order id column's length
 MAX_TS_MS = 2**63 - 1  # a BIGINT
@@ -87,7 +88,21 @@ def parse_entry(stream_aid: str, fields: dict[str, str]) -> OrderRow | Cancel | 
         if not 0 <= pay_by <= MAX_TS_MS:
             raise Poison(f"pay_by {str(pay_by)[:40]} is out of range")
     return OrderRow(order_id, stream_aid, user, quantity, at_ms, _amount(fields, quantity),
-                    pay_by)
+                    pay_by, items=_items(fields, quantity))
+
+
+def _items(fields: dict[str, str], quantity: int) -> Items | None:
+    """An order of an activity with variants: its items, whose units add up to its quantity."""
+    raw = fields.get("items")
+    if raw is None:
+        return None
+    try:
+        items = decode_items(raw)
+    except ValueError as exc:
+        raise Poison(str(exc)) from None
+    if sum(n for _, n in items) != quantity:
+        raise Poison(f"items {raw[:80]!r} do not add up to the quantity {quantity}")
+    return items
 
 
 def _amount(fields: dict[str, str], quantity: int) -> int | None:

@@ -79,6 +79,23 @@ class NotFound(SeckillError):
     default_message = "no such resource"
 
 
+class UnknownVariant(SeckillError):
+    """404: the activity has no variant with this id (carries ``variant``)."""
+
+    status = 404
+    code = "unknown_variant"
+    default_message = "this activity has no such variant"
+
+
+class VariantSoldOut(SeckillError):
+    """409: a variant has fewer units left than asked while the activity still has others
+    (carries ``variant`` and its ``remaining``)."""
+
+    status = 409
+    code = "variant_sold_out"
+    default_message = "this variant has fewer units left than asked for"
+
+
 class UnknownOrder(SeckillError):
     """404: no such order."""
 

@@ -7,6 +7,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from seckill.domain.variants import Items, items_body
+
 # An order's status in the database ("pending" is Redis's: decided, not stored yet).
 CONFIRMED = "confirmed"
 CANCELLED = "cancelled"
@@ -32,6 +34,7 @@ class OrderRow:
     created_ms: int
     amount: int | None = None  # a packet's amount, cents (packets activities)
     pay_by: int | None = None  # with a payment window: the deadline, epoch ms
+    items: Items | None = None  # an activity with variants: the units of each variant
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -48,6 +51,7 @@ class StoredOrder:
     pay_by: int | None = None
     payment_ref: str | None = None
     paid_ms: int | None = None
+    items: Items | None = None  # an activity with variants: the units of each variant
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -59,6 +63,7 @@ class Purchase:
     remaining: int | None  # None: unlimited
     amount: int | None = None  # the packet grabbed, cents (packets activities)
     pay_by: int | None = None  # with a payment window: pay by then (epoch ms)
+    items: Items | None = None  # an activity with variants: what was bought of each
 
     def body(self) -> dict[str, Any]:
         """The purchase's 200 response body."""
@@ -69,6 +74,8 @@ class Purchase:
             body["amount"] = self.amount
         if self.pay_by is not None:
             body["pay_by"] = self.pay_by
+        if self.items is not None:
+            body["items"] = items_body(self.items)
         return body
 
 
@@ -81,6 +88,7 @@ class OrderStatus:
     amount: int | None = None
     payment: str | None = None  # due, paid or expired (a payment window's order)
     pay_by: int | None = None
+    items: Items | None = None  # an activity with variants: the order's units of each
 
     def body(self) -> dict[str, Any]:
         """The order-status response body."""
@@ -93,6 +101,8 @@ class OrderStatus:
             body["payment"] = self.payment
         if self.pay_by is not None:
             body["pay_by"] = self.pay_by
+        if self.items is not None:
+            body["items"] = items_body(self.items)
         return body
 
 
@@ -111,6 +121,8 @@ class Stats:
     amount_given: int | None = None
     # With a payment window: {"due", "paid", "expired"} order counts.
     payments: dict[str, int] | None = None
+    # With variants: {vid: {"total", "remaining", "sold"}}.
+    variants: dict[str, dict[str, int]] | None = None
 
     def body(self) -> dict[str, Any]:
         """The stats response body (for packets, with the amount given and the amount left)."""
@@ -130,6 +142,8 @@ class Stats:
             body["amount_left"] = self.amount - self.amount_given
         if self.payments is not None:
             body["payments"] = self.payments
+        if self.variants is not None:
+            body["variants"] = self.variants
         return body
 
 

@@ -11,6 +11,7 @@ keeps the update until the order is stored (``seckill.worker.orders``).
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -33,7 +34,8 @@ from seckill.domain.orders import (
     StoredOrder,
 )
 from seckill.domain.product import Product
-from seckill.sql.schema import activities, ensure_schema, orders
+from seckill.domain.variants import Items, Variant, items_body, items_from_body
+from seckill.sql.schema import activities, ensure_schema, orders, variants
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +95,11 @@ class OrderBook:
                         **dataclasses.asdict(activity.product),
                     )
                 )
+                if activity.variants:
+                    conn.execute(variants.insert(), [
+                        {"activity_id": activity.id, "variant_id": v.id, "position": i,
+                         "name": v.name, "total": v.total}
+                        for i, v in enumerate(activity.variants)])
         except sa.exc.IntegrityError:
             raise errors.ActivityExists(activity=activity.id) from None
 
@@ -101,6 +108,15 @@ class OrderBook:
         self.ready()
         with self.engine.begin() as conn:
             conn.execute(activities.update().where(activities.c.id == aid).values(total=total))
+
+    def set_variant_total(self, aid: str, vid: str, total: int, whole: int) -> None:
+        """Set a variant's total and its activity's (after a restock of the variant)."""
+        self.ready()
+        with self.engine.begin() as conn:
+            conn.execute(variants.update().where(variants.c.activity_id == aid,
+                                                 variants.c.variant_id == vid)
+                         .values(total=total))
+            conn.execute(activities.update().where(activities.c.id == aid).values(total=whole))
 
     def set_admission_factor(self, aid: str, factor: float) -> None:
         """Keep an activity's admission factor (the operator's), for a rebuild."""
@@ -118,6 +134,9 @@ class OrderBook:
         self.ready()
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(activities).where(activities.c.id == aid)).first()
+            found = [] if row is None else conn.execute(
+                sa.select(variants.c.variant_id, variants.c.name, variants.c.total)
+                .where(variants.c.activity_id == aid).order_by(variants.c.position)).all()
         if row is None:
             return None
         return Activity(
@@ -144,6 +163,7 @@ class OrderBook:
                 description=row.description, image_url=row.image_url,
                 price_amount=None if row.price_amount is None else int(row.price_amount),
                 price_currency=row.price_currency),
+            variants=tuple(Variant(v[0], v[1], int(v[2]), int(v[2])) for v in found),
         )
 
     def activity_ids(self) -> set[str]:
@@ -227,6 +247,7 @@ class OrderBook:
                 "cancelled_ms": None,
                 "payment_ref": None,
                 "paid_ms": None,
+                "items": _items_text(r.items),
             }
             for r in rows
         }
@@ -295,7 +316,13 @@ class OrderBook:
 
 _STORED = (orders.c.order_id, orders.c.activity_id, orders.c.user_id, orders.c.quantity,
            orders.c.status, orders.c.amount, orders.c.payment, orders.c.pay_by,
-           orders.c.payment_ref, orders.c.paid_ms)
+           orders.c.payment_ref, orders.c.paid_ms, orders.c["items"])
+
+
+def _items_text(items: Items | None) -> str | None:
+    """An order's items as its ``items`` column holds them: JSON ``[{"variant",
+    "quantity"}]`` (NULL without variants)."""
+    return None if items is None else json.dumps(items_body(items), separators=(",", ":"))
 
 
 def _stored(row: Any) -> StoredOrder:
@@ -303,7 +330,8 @@ def _stored(row: Any) -> StoredOrder:
         return None if value is None else int(value)
 
     return StoredOrder(row[0], row[1], row[2], int(row[3]), row[4], number(row[5]), row[6],
-                       number(row[7]), row[8], number(row[9]))
+                       number(row[7]), row[8], number(row[9]),
+                       items=None if row[10] is None else items_from_body(json.loads(row[10])))
 
 
 def _fold(row: dict[str, Any], entry: Cancel | Paid) -> None:

@@ -74,6 +74,9 @@ orders = sa.Table(
     sa.Column("pay_by", sa.BigInteger, nullable=True),
     sa.Column("payment_ref", sa.String(128), nullable=True),
     sa.Column("paid_ms", sa.BigInteger, nullable=True),
+    # An activity with variants: the variant of every unit, JSON [{"variant", "quantity"}]
+    # (NULL for a single-item activity's order).
+    sa.Column("items", sa.Text, nullable=True),
     sa.CheckConstraint("quantity >= 1", name="ck_seckill_orders_quantity"),
     sa.CheckConstraint("amount IS NULL OR amount >= 1", name="ck_seckill_orders_amount"),
     sa.CheckConstraint("status IN ('confirmed', 'cancelled')", name="ck_seckill_orders_status"),
@@ -90,6 +93,19 @@ sa.Index(
     sqlite_where=orders.c.status == CONFIRMED,
 )
 sa.Index("ix_seckill_orders_activity", orders.c.activity_id, orders.c.status)
+
+# An activity's variants (issue #26), one row each: its name, its position in the operator's
+# list and its total, which a restock of the variant moves (a row per variant, so that two
+# restocks of two variants never overwrite each other). A rebuild takes them from here.
+variants = sa.Table(
+    "seckill_variants",
+    metadata,
+    sa.Column("activity_id", sa.String(64), primary_key=True),
+    sa.Column("variant_id", sa.String(32), primary_key=True),
+    sa.Column("position", sa.Integer, nullable=False),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("total", sa.BigInteger, nullable=False),
+)
 
 
 def ensure_schema(engine: sa.Engine) -> None:

@@ -9,6 +9,7 @@ import dataclasses
 from seckill.domain import admission as admissions
 from seckill.domain.activities import PACKETS, STOCK, UNLIMITED, Activity
 from seckill.domain.product import Product
+from seckill.domain.variants import Variant
 
 
 def meta_fields(activity: Activity, created_ms: int) -> list[str | int]:
@@ -39,6 +40,8 @@ def meta_fields(activity: Activity, created_ms: int) -> list[str | int]:
         fields += ["paused", 1]
     if activity.rehearsal:
         fields += ["rehearsal", 1]
+    if activity.variants:
+        fields += variant_fields(activity.variants)
     for field, value in dataclasses.asdict(activity.product).items():
         if value is not None:
             fields += [field, value]
@@ -93,4 +96,37 @@ def activity_from_meta(aid: str, fields: dict[str, str]) -> Activity:
         sold=int(fields.get("sold", 0)),
         unflagged="unlimited" not in fields,
         rehearsal=fields.get("rehearsal") == "1",
+        variants=variants_from_meta(fields),
     )
+
+
+def variant_field(vid: str, name: str) -> str:
+    """A variant's field in its activity's meta hash: ``v:<vid>:<name>`` (``name``:
+    ``name``, ``total``, ``remaining``, ``sold``, or ``returned``, bumped whenever units come
+    back to it, which a sold-out flag of the variant is checked against). In the meta hash,
+    not a key of their own: the purchase script reads them with the activity's own fields and
+    no more KEYS; the field ``variants`` lists the ids in the operator's order."""
+    return f"v:{vid}:{name}"
+
+
+def variant_fields(variants: tuple[Variant, ...]) -> list[str | int]:
+    """The meta fields of an activity's variants, flat (names and values)."""
+    fields: list[str | int] = ["variants", ",".join(v.id for v in variants)]
+    for v in variants:
+        fields += [variant_field(v.id, "name"), v.name, variant_field(v.id, "total"), v.total,
+                   variant_field(v.id, "remaining"), v.remaining,
+                   variant_field(v.id, "sold"), v.sold, variant_field(v.id, "returned"), 0]
+    return fields
+
+
+def variants_from_meta(fields: dict[str, str]) -> tuple[Variant, ...]:
+    """The variants a meta hash holds (() for a single-item activity)."""
+    listed = fields.get("variants")
+    if not listed:
+        return ()
+    return tuple(
+        Variant(vid, fields.get(variant_field(vid, "name"), vid),
+                int(fields[variant_field(vid, "total")]),
+                int(fields[variant_field(vid, "remaining")]),
+                int(fields.get(variant_field(vid, "sold"), 0)))
+        for vid in listed.split(","))

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 from seckill.domain.activities import PACKETS
 from seckill.domain.orders import Stats
+from seckill.domain.variants import stats_body
 from seckill.sql.book import OrderBook
 from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace
+from seckill.store.sale.meta import variants_from_meta
 from seckill.store.sale.parts import Parts
 from seckill.store.sale.sharded import ShardedPurchases, numbers
 
@@ -47,7 +50,9 @@ class StockStats:
         pipe.hmget(self.keys.meta(aid), "total", "remaining", "sold", "kind", "amount",
                    "amount_given", "unlimited")
         pipe.hlen(self.keys.buyers(aid))
-        (total_raw, remaining_raw, sold_raw, kind, amount, given, flag), buyers = pipe.execute()
+        pipe.hget(self.keys.meta(aid), "variants")
+        (total_raw, remaining_raw, sold_raw, kind, amount, given, flag), buyers, listed = (
+            pipe.execute())
         if total_raw is None:
             if not self.ensure(aid):
                 return None
@@ -64,4 +69,10 @@ class StockStats:
             cancelled=counts["cancelled"],
             amount=int(amount) if kind == PACKETS and amount is not None else None,
             amount_given=int(given or 0) if kind == PACKETS else None,
+            variants=self._variants(aid) if listed else None,
         )
+
+    def _variants(self, aid: str) -> dict[str, dict[str, int]]:
+        """Each variant's numbers (``{vid: {"total", "remaining", "sold"}}``), read at once."""
+        fields: Any = self.client.hgetall(self.keys.meta(aid))
+        return stats_body(variants_from_meta(fields))
