@@ -1,0 +1,136 @@
+"""This process's copy of the operator's blocks, followed in the background: what the edge's
+block filter (``edge.blocks``) asks, answered from memory with no Redis or database call.
+
+A background thread asks the database every ``POLL_SECONDS`` for the blocks changed since the
+last change it applied (``seckill.sql.blocks``: one indexed query that returns nothing while
+nothing changes), so a block reaches every gateway process within a second; a change made in
+this process (the admin API) is applied here at once. The first request that asks starts the
+thread and waits for its first reading, at most ``FIRST_WAIT`` seconds: a restarted gateway
+refuses the blocked from its first answers.
+
+When the database cannot be read, the copy stays as it was last read (and, before any reading,
+empty: nobody is refused). A block then takes effect once the database answers again; the sale
+itself never waits on it. Why the database keeps the blocks: ``seckill.sql.blocks``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from seckill.domain.blocks import EVERY, USER, Block
+from seckill.sql.blocks import BlockBook
+
+log = logging.getLogger("seckill.blocks")
+
+POLL_SECONDS = 0.5  # how often each process asks for changes (a block reaches it within this)
+FIRST_WAIT = 1.0  # seconds the first request waits for the first reading
+
+
+class BlockWatch:
+    """The blocks in force, as this process last read them, and the thread that follows them."""
+
+    def __init__(self, book: BlockBook, poll_seconds: float = POLL_SECONDS) -> None:
+        self.book = book
+        self.poll_seconds = poll_seconds
+        # subject -> the activities its blocks cover (EVERY: all). Replaced entry by entry
+        # (each value a frozenset): a request reads a whole entry or the one before.
+        self._users: dict[str, frozenset[str]] = {}
+        self._persons: dict[str, frozenset[str]] = {}
+        self._seen = 0  # the number of the last change applied
+        self._apply_lock = threading.Lock()
+        self._start_lock = threading.Lock()
+        self._first_round = threading.Event()  # the first reading was tried (read or failed)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.failing = False  # whether the last reading failed (logged once per streak)
+
+    # -- what the edge asks ----------------------------------------------------------------
+
+    def refuses(self, uid: str, person: str | None, activity: str | None) -> bool:
+        """Whether a block covers this account, or the person behind it, on ``activity``
+        (None: a request that names none; only a block on every activity covers it)."""
+        if self._thread is None:
+            self.follow()
+        scopes = self._users.get(uid)
+        if scopes is not None and (EVERY in scopes or activity in scopes):
+            return True
+        if person is None:
+            return False
+        scopes = self._persons.get(person)
+        return scopes is not None and (EVERY in scopes or activity in scopes)
+
+    # -- following the database ------------------------------------------------------------
+
+    def follow(self, wait: float = FIRST_WAIT) -> None:
+        """Start the thread that follows the blocks (once; not after close) and wait, at most
+        ``wait`` seconds, for its first reading."""
+        with self._start_lock:
+            if self._thread is None and not self._stop.is_set():
+                self._thread = threading.Thread(target=self._run, name="seckill-blocks",
+                                                daemon=True)
+                self._thread.start()
+        self._first_round.wait(wait)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.apply_changes()
+                if self.failing:
+                    log.info("blocks read again from the database")
+                self.failing = False
+            except Exception as exc:  # the database away (or a bug): keep the last copy
+                if not self.failing:
+                    log.warning("blocks not read from the database (%s: %s); the last copy "
+                                "stays in force until it answers", type(exc).__name__, exc)
+                self.failing = True
+            self._first_round.set()
+            self._stop.wait(self.poll_seconds)
+
+    def apply_changes(self) -> None:
+        """Read the blocks changed since the last change applied, and apply them."""
+        with self._apply_lock:
+            for kind, subject, activity, active, changed in self.book.changes_after(self._seen):
+                table = self._users if kind == USER else self._persons
+                scopes = table.get(subject, frozenset())
+                scopes = scopes | {activity} if active else scopes - {activity}
+                if scopes:
+                    table[subject] = scopes
+                else:
+                    table.pop(subject, None)
+                self._seen = changed
+
+    # -- the operator's changes, heard here at once ------------------------------------------
+
+    def block(self, block: Block) -> Block:
+        """Store a block (``BlockBook.block``); this process refuses the buyer from now on."""
+        stored = self.book.block(block)
+        self._heard()
+        return stored
+
+    def unblock(self, kind: str, subject: str, activity: str | None) -> Block:
+        """Lift a block (``BlockBook.unblock``); this process lets the buyer in from now on."""
+        lifted = self.book.unblock(kind, subject, activity)
+        self._heard()
+        return lifted
+
+    def page(self, after: int, limit: int) -> tuple[list[Block], int | None]:
+        """A page of the blocks in force (``BlockBook.page``), read from the database."""
+        return self.book.page(after, limit)
+
+    def _heard(self) -> None:
+        # Only a process that follows the blocks (a gateway) keeps a copy to bring up to date;
+        # a command does not read the whole list for nothing.
+        if self._thread is not None:
+            try:
+                self.apply_changes()
+            except Exception as exc:  # stored; the thread applies it on its next round
+                log.warning("block stored, not yet applied here: %s: %s", type(exc).__name__,
+                            exc)
+
+    def close(self) -> None:
+        """Stop the thread."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout=3)
