@@ -1,4 +1,5 @@
-"""Who is calling: a user JWT (HS256 only) or the operator token."""
+"""Who is calling: a user JWT (HS256 only) or the operator token; and, when the deployment
+names a person claim (``SECKILL_PERSON_CLAIM``), the verified person behind the account."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import jwt
 from edge import ADMIN, USER, Filter, Passage
 from seckill.domain import errors
 from seckill.domain.activities import USER_ID
+from seckill.domain.people import is_person_id
 
 ALGORITHMS = ["HS256"]  # pinned: "none", RS256-with-a-public-key-as-secret etc. are rejected
 TIME_CLAIMS = ("exp", "nbf", "iat")
@@ -27,12 +29,16 @@ def bearer(header: str | None) -> str:
     return token
 
 
-def verify_user_jwt(token: str, secret: str, leeway: int = 0, max_ttl: int = 0
-                    ) -> tuple[str, int]:
-    """Verify a user token; return its ``sub`` and ``exp``, or raise Unauthenticated.
+def verify_user_jwt(token: str, secret: str, leeway: int = 0, max_ttl: int = 0,
+                    person_claim: str | None = None) -> tuple[str, int, str | None]:
+    """Verify a user token; return its ``sub``, ``exp`` and person, or raise Unauthenticated.
 
     ``max_ttl`` (seconds, 0: no bound) is the longest a token may live: ``exp - iat`` when it
-    says when it was issued, and in any case ``exp - now`` (plus ``leeway``)."""
+    says when it was issued, and in any case ``exp - now`` (plus ``leeway``). The person is
+    the ``person_claim`` claim (``SECKILL_PERSON_CLAIM``): None when no claim is named or the
+    token lacks it; present but not a person id (a number, null, 500 characters, a character
+    outside ``[A-Za-z0-9_.:@-]``), the token is invalid: the login service that minted it is
+    broken, and guessing what it meant could merge or split people."""
     if len(token) > 4096:
         raise errors.Unauthenticated("token too long")
     try:
@@ -58,7 +64,14 @@ def verify_user_jwt(token: str, secret: str, leeway: int = 0, max_ttl: int = 0
     sub = claims.get("sub")
     if not isinstance(sub, str) or USER_ID.fullmatch(sub) is None:
         raise errors.Unauthenticated("the token's sub is not a valid user id")
-    return sub, int(claims["exp"])
+    person: str | None = None
+    if person_claim is not None and person_claim in claims:
+        found = claims[person_claim]
+        if not is_person_id(found):
+            raise errors.Unauthenticated(f"the token's {person_claim!r} claim is not a valid "
+                                         "person id ([A-Za-z0-9_.:@-]{1,128})")
+        person = found
+    return sub, int(claims["exp"]), person
 
 
 def _lives_too_long(claims: dict[str, object], max_ttl: int, leeway: int) -> bool:
@@ -83,10 +96,13 @@ def user_from_jwt(token: str, secret: str, leeway: int = 0, max_ttl: int = 0) ->
     return verify_user_jwt(token, secret, leeway, max_ttl)[0]
 
 
-def mint_user_token(uid: str, secret: str, ttl: int = 3600, now: int | None = None) -> str:
-    """What the site's login service does; used by ``seckill token``, tests and benchmarks."""
+def mint_user_token(uid: str, secret: str, ttl: int = 3600, now: int | None = None,
+                    claims: dict[str, object] | None = None) -> str:
+    """What the site's login service does; used by ``seckill token``, tests and benchmarks.
+    ``claims`` are added (a person claim, say)."""
     issued = int(time.time()) if now is None else now
-    return jwt.encode({"sub": uid, "iat": issued, "exp": issued + ttl}, secret, algorithm="HS256")
+    return jwt.encode({"sub": uid, "iat": issued, "exp": issued + ttl, **(claims or {})}, secret,
+                      algorithm="HS256")
 
 
 class Identity(Filter):
@@ -99,28 +115,38 @@ class Identity(Filter):
     names = frozenset({USER, ADMIN})
     MAX_REMEMBERED = 20_000  # ~7 MB; a buyer sends the same token twice within seconds
 
-    def __init__(self, jwt_secret: str, admin_token: str, leeway: int, max_ttl: int = 0) -> None:
+    def __init__(self, jwt_secret: str, admin_token: str, leeway: int, max_ttl: int = 0,
+                 person_claim: str | None = None) -> None:
         self.jwt_secret = jwt_secret
         self.admin_token = admin_token.encode()
         self.leeway = leeway
         self.max_ttl = max_ttl  # SECKILL_JWT_MAX_TTL (0: no bound)
-        self._verified: dict[str, tuple[str, int]] = {}
+        self.person_claim = person_claim  # SECKILL_PERSON_CLAIM (None: no person)
+        # token -> (user, person, expiry)
+        self._verified: dict[str, tuple[str, str | None, int]] = {}
 
     def check(self, passage: Passage) -> None:
-        """Set the user of a user route; refuse a wrong operator token on an operator route."""
+        """Set the user (and the person) of a user route; refuse a wrong operator token on an
+        operator route."""
         token = bearer(passage.authorization)
         if USER in passage.wanted:
-            passage.uid = self.user(token)
+            passage.uid, passage.person = self.verified(token)
         elif not hmac.compare_digest(token.encode(), self.admin_token):
             raise errors.Unauthenticated("wrong operator token")
 
     def user(self, token: str) -> str:
-        """The user a token names, verified once per token while it is remembered."""
+        """The user a token names (:meth:`verified`)."""
+        return self.verified(token)[0]
+
+    def verified(self, token: str) -> tuple[str, str | None]:
+        """The user and the person a token names, verified once per token while it is
+        remembered."""
         known = self._verified.get(token)
-        if known is not None and time.time() <= known[1] + self.leeway:
-            return known[0]
-        uid, expires = verify_user_jwt(token, self.jwt_secret, self.leeway, self.max_ttl)
+        if known is not None and time.time() <= known[2] + self.leeway:
+            return known[0], known[1]
+        uid, expires, person = verify_user_jwt(token, self.jwt_secret, self.leeway,
+                                               self.max_ttl, self.person_claim)
         if len(self._verified) >= self.MAX_REMEMBERED:
             self._verified.clear()  # bounded; the next requests simply verify again
-        self._verified[token] = (uid, expires)
-        return uid
+        self._verified[token] = (uid, person, expires)
+        return uid, person

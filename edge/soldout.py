@@ -10,6 +10,7 @@ from __future__ import annotations
 from edge import IN_STOCK, SOLD_OUT, Passage
 from edge.sale import SaleFilter
 from seckill.domain import errors
+from seckill.domain.people import buyer
 
 
 class SoldOutFlag(SaleFilter):
@@ -18,11 +19,14 @@ class SoldOutFlag(SaleFilter):
     names = frozenset({IN_STOCK, SOLD_OUT})
 
     def check(self, passage: Passage) -> None:
-        """410 to new buyers of a sold-out activity; a purchase gets the sale's own answer."""
-        aid = passage.require_activity().id
+        """410 to new buyers of a sold-out activity; a purchase gets the sale's own answer
+        (the winners are buyers: on a person-limited activity, people)."""
+        activity = passage.require_activity()
+        aid = activity.id
         if IN_STOCK in passage.wanted and self.sale.sold_out(aid):
             raise errors.SoldOut()
         if SOLD_OUT in passage.wanted:
-            refusal = self.sale.purchase_refusal(aid, passage.require_uid())
+            who = buyer(activity, passage.require_uid(), passage.person)
+            refusal = self.sale.purchase_refusal(aid, who)
             if refusal is not None:
                 raise refusal

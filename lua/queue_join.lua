@@ -1,14 +1,18 @@
 -- queue_join.lua: a user joins a `queue` or `draw` activity's queue. KEYS as in
 -- include/queue_view.lua. ARGV[1] user id, ARGV[2] an admission's life (ms), ARGV[3] the
 -- user's rank among the joiners before the start (decimal, < 2^52: SHA-256(seed:user),
--- seckill/domain/admission.py).
+-- seckill/domain/admission.py). ARGV[4] "" or, on a `limit_by: person` activity (ARGV[1] is
+-- then the person's key), the account joining for the person: KEYS[7] (:joined, person key
+-- -> account) keeps the first, and the person's other accounts are refused {"already_joined"}
+-- (one place, one entry per person).
 --
 -- Before the start a joiner is placed by their rank: the pre-queue is in that order when the
 -- sale starts, whoever joined first or most often. After it: a `queue` puts them at the back
 -- (2^52 + arrival number; doubles hold these exactly), a `draw` takes no more entries.
 -- Joining again keeps the place. Returns the view of include/queue_view.lua, or a refusal:
 -- {"not_open", queue_opens_ms} {"ended"} {"sold_out"} {"entries_closed"}
--- {"already_purchased", order id} {"hold_expired", order id} {"uninitialized"} {"first_come"}
+-- {"already_purchased", order id} {"hold_expired", order id} {"already_joined"}
+-- {"uninitialized"} {"first_come"}
 
 -- @include queue_view
 
@@ -29,6 +33,13 @@ local expired = redis.call('HGET', KEYS[6], user)
 if expired then
   return {'hold_expired', expired}
 end
+local account = ARGV[4]
+if account and account ~= '' then
+  local first = redis.call('HGET', KEYS[7], user)
+  if first and first ~= account then
+    return {'already_joined'}
+  end
+end
 advance(tonumber(ARGV[2]))
 if not redis.call('ZSCORE', KEYS[3], user) and not redis.call('ZSCORE', KEYS[4], user) then
   if now_ms < starts_ms then
@@ -42,6 +53,9 @@ if not redis.call('ZSCORE', KEYS[3], user) and not redis.call('ZSCORE', KEYS[4],
     redis.call('ZADD', KEYS[3], string.format('%.0f', LATE_BASE + arrival), user)
   end
   redis.call('HDEL', KEYS[5], user)
+  if account and account ~= '' then
+    redis.call('HSET', KEYS[7], user, account)
+  end
   advance(tonumber(ARGV[2]))
 end
-return view(user)
+return view(user, account)

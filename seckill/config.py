@@ -97,6 +97,20 @@ def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise ConfigError(f"{name} must be a boolean (1/0, true/false), got {raw!r}")
 
 
+# The claims a login service's token uses for something else: none of them names a person.
+_NOT_PERSON_CLAIMS = frozenset({"sub", "exp", "nbf", "iat", "iss", "aud", "jti"})
+
+
+def _person_claim(env: Mapping[str, str]) -> str | None:
+    raw = (env.get("SECKILL_PERSON_CLAIM") or "").strip()
+    if not raw:
+        return None
+    if raw in _NOT_PERSON_CLAIMS:
+        raise ConfigError(f"SECKILL_PERSON_CLAIM must name a claim of its own, not {raw!r}: the "
+                          "token's registered claims say other things than who the person is")
+    return raw
+
+
 def _choice(env: Mapping[str, str], name: str, default: str, allowed: tuple[str, ...]) -> str:
     raw = (env.get(name) or default).strip().lower()
     if raw not in allowed:
@@ -146,6 +160,9 @@ class Settings:
     # SECKILL_JWT_MAX_TTL: the longest a user token may live, seconds (0: no bound). A login
     # service mints tokens for hours; one for ever (exp up to 2**53) is a stolen key for ever.
     jwt_max_ttl: int = 30 * 86_400
+    # SECKILL_PERSON_CLAIM: the user token's claim naming the verified person behind the
+    # account (limit_by person activities, seckill/domain/people.py); None: no such claim.
+    person_claim: str | None = None
     generated: tuple[str, ...] = ()
 
     @property
@@ -207,6 +224,7 @@ class Settings:
             redis_max_connections=_int(env, "SECKILL_REDIS_MAX_CONNECTIONS", 200, minimum=1),
             clock_skew=_int(env, "SECKILL_CLOCK_SKEW", 5),
             jwt_max_ttl=_int(env, "SECKILL_JWT_MAX_TTL", 30 * 86_400),
+            person_claim=_person_claim(env),
             behind_proxy=_bool(env, "SECKILL_BEHIND_PROXY", False),
             instance=env.get("SECKILL_INSTANCE") or f"{os.uname().nodename}:{os.getpid()}",
             durability=_choice(env, "SECKILL_DURABILITY", "local", ("none", "local", "replica")),

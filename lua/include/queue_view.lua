@@ -12,6 +12,9 @@
 -- KEYS[4] :admitted  sorted set: the admitted users, by when their admission lapses (ms)
 -- KEYS[5] :lapsed    hash: user -> when their admission lapsed unused
 -- KEYS[6] :expired   hash (a payment window's): user -> their order that expired unpaid
+-- KEYS[7] :joined    hash (a person-limited activity's): person key -> the account that
+--                    joined for them (queue_join.lua)
+-- A "user" here is a buyer: on a `limit_by: person` activity, the person's key.
 --
 -- Invariant (after every call, with one unit per buyer): admitted users who have not bought
 -- <= floor(remaining x admission_factor). admit() only fills the room below that bound; a
@@ -85,8 +88,11 @@ local function advance(ttl_ms)
 end
 
 -- {status, position, admitted until ms, waiting, admitted, remaining, now ms, starts ms,
---  admitted in all, order id, lapsed ms}; position 0 when none.
-local function view(user)
+--  admitted in all, order id, lapsed ms}; position 0 when none. `account` ("" unless the
+-- activity is limited by person, `user` then the person's key): the account asking. The
+-- person's place is the account's that joined (KEYS[7]); their other accounts hold none
+-- (only the order, once there is one, is the person's whichever account asks).
+local function view(user, account)
   local waiting, admitted = redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[4])
   local total = tonumber(redis.call('HGET', KEYS[1], 'admitted_total') or '0')
   local function answer(status, position, until_ms, order_id, lapsed_ms)
@@ -110,6 +116,12 @@ local function view(user)
     return answer('ended')
   end
   local sold_out = now_ms >= starts_ms and remaining == 0
+  if account and account ~= '' then
+    local holder = redis.call('HGET', KEYS[7], user)
+    if holder and holder ~= account then
+      return answer(sold_out and 'sold_out' or 'none')
+    end
+  end
   local until_ms = redis.call('ZSCORE', KEYS[4], user)
   if until_ms then
     return answer(sold_out and 'sold_out' or 'admitted', 0, tonumber(until_ms))

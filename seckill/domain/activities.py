@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from seckill.domain import admission as admissions
-from seckill.domain import errors, packets, product
+from seckill.domain import errors, packets, people, product
 from seckill.domain import variants as variant_rules
 from seckill.domain.clock import iso_from_ms, ms_from_iso, now_ms
 from seckill.domain.product import Product
@@ -35,7 +35,7 @@ KINDS = (STOCK, PACKETS)
 _COMMON_FIELDS = {"id", "name", "starts_at", "ends_at", "kind", "payment_window", "admission",
                   "queue_opens_at", "challenge", "rehearsal"} | product.FIELDS
 _CREATE_FIELDS = {
-    STOCK: _COMMON_FIELDS | {"total", "per_user_limit", "shards", "variants"},
+    STOCK: _COMMON_FIELDS | {"total", "per_user_limit", "shards", "variants", "limit_by"},
     PACKETS: _COMMON_FIELDS | {"amount", "count"},
 }
 
@@ -108,6 +108,11 @@ class Activity:
     # Stock in variants (seckill/domain/variants.py): total, remaining and sold are then
     # the sums of theirs; () for one item.
     variants: tuple[Variant, ...] = ()
+    # Whom the one-purchase rule and per_user_limit count (seckill/domain/people.py): "user"
+    # (accounts) or "person" (the verified person behind them); a person-limited activity's
+    # secret salt keys its people (never in a response or a log).
+    limit_by: str = people.BY_USER
+    person_salt: str | None = dataclasses.field(default=None, repr=False)
 
     @property
     def queued(self) -> bool:
@@ -156,10 +161,12 @@ class Activity:
             "paused": self.paused,
             **self.product.body(),
         }
-        if self.variants:
-            body["variants"] = [v.public(body["state"]) for v in self.variants]
         if self.rehearsal:
             body["rehearsal"] = True
+        if self.limit_by != people.BY_USER:
+            body["limit_by"] = self.limit_by
+        if self.variants:
+            body["variants"] = [v.public(body["state"]) for v in self.variants]
         if self.kind == PACKETS:
             body["amount"] = self.amount
             body["count"] = self.total
@@ -273,6 +280,7 @@ def parse_new_activity(body: Any, at_ms: int | None = None, seed: int | None = N
     if ends_ms <= (now_ms() if at_ms is None else at_ms):
         raise errors.BadRequest("ends_at is in the past", field="ends_at")
     admission, opens_ms, challenge = admissions.parse_admission(body, starts_ms, ms_from_iso)
+    limit_by = people.parse_limit_by(body)
     rehearsal = body.get("rehearsal", False)
     if not isinstance(rehearsal, bool):
         raise errors.BadRequest("rehearsal must be true or false", field="rehearsal")
@@ -288,12 +296,17 @@ def parse_new_activity(body: Any, at_ms: int | None = None, seed: int | None = N
         admission=admission, queue_opens_ms=opens_ms, challenge=challenge,
         draw_seed=None if admission == admissions.FIRST_COME else admissions.new_seed(),
         product=product.parse(body), rehearsal=rehearsal, variants=stock,
+        limit_by=limit_by,
+        person_salt=people.new_salt() if limit_by == people.BY_PERSON else None,
     )
 
 
 def _refuse_other_kinds_fields(body: dict[str, Any], kind: str) -> None:
     """Say which kind a misplaced field belongs to, rather than just "unknown field"."""
     if kind == PACKETS:
+        if "limit_by" in body:
+            raise errors.BadRequest("limit_by applies to kind 'stock' only: each user grabs "
+                                    "one packet", field="limit_by")
         for field in ("total", "per_user_limit", "shards", "variants"):
             if field in body:
                 raise errors.BadRequest(

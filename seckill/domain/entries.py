@@ -14,6 +14,7 @@ import re
 from seckill.domain.activities import MAX_PER_USER, PACKETS, STOCK, USER_ID
 from seckill.domain.orders import OrderRow, activity_of_order
 from seckill.domain.packets import MAX_AMOUNT
+from seckill.domain.people import PERSON_KEY
 from seckill.domain.variants import Items, decode_items
 
 MAX_ORDER_ID = 100  # the order id column's length
@@ -71,7 +72,13 @@ def parse_entry(stream_aid: str, fields: dict[str, str]) -> OrderRow | Cancel | 
     if kind != "purchase":
         raise Poison(f"unknown entry type {kind[:40]!r}")
     user = fields.get("user", "")
-    if USER_ID.fullmatch(user) is None:
+    account = fields.get("account")
+    if account is not None:  # limit_by person: the buyer is the person's key, bought by account
+        if PERSON_KEY.fullmatch(user) is None:
+            raise Poison(f"user {user[:80]!r} is not a person's key")
+        if USER_ID.fullmatch(account) is None:
+            raise Poison(f"account {account[:80]!r} is not a valid user id")
+    elif USER_ID.fullmatch(user) is None:
         raise Poison(f"user {user[:80]!r} is not a valid user id")
     try:
         quantity = int(fields.get("quantity", ""))
@@ -88,7 +95,7 @@ def parse_entry(stream_aid: str, fields: dict[str, str]) -> OrderRow | Cancel | 
         if not 0 <= pay_by <= MAX_TS_MS:
             raise Poison(f"pay_by {str(pay_by)[:40]} is out of range")
     return OrderRow(order_id, stream_aid, user, quantity, at_ms, _amount(fields, quantity),
-                    pay_by, items=_items(fields, quantity))
+                    pay_by, items=_items(fields, quantity), account=account)
 
 
 def _items(fields: dict[str, str], quantity: int) -> Items | None:

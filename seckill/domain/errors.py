@@ -223,6 +223,25 @@ class EntriesClosed(SeckillError):
     default_message = "the draw has taken place; it takes no more entries"
 
 
+class VerificationRequired(SeckillError):
+    """403: the activity limits purchases per person, and the user's token names none (no
+    ``SECKILL_PERSON_CLAIM`` claim: the account is not verified)."""
+
+    status = 403
+    code = "verification_required"
+    default_message = ("this sale counts people, not accounts: your account must be verified "
+                       "(your token names no person)")
+
+
+class AlreadyJoined(SeckillError):
+    """409: another account of the same person holds the person's one place in the queue or
+    entry in the draw."""
+
+    status = 409
+    code = "already_joined"
+    default_message = "another of your accounts has already joined this queue"
+
+
 class ChallengeFailed(SeckillError):
     """403: the proof-of-work solution is missing, wrong, reused, expired or someone else's."""
 

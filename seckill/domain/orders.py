@@ -35,6 +35,8 @@ class OrderRow:
     amount: int | None = None  # a packet's amount, cents (packets activities)
     pay_by: int | None = None  # with a payment window: the deadline, epoch ms
     items: Items | None = None  # an activity with variants: the units of each variant
+    # limit_by person: user_id is the person's key, this the account that bought
+    account: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ from typing import Any
 from seckill.domain import errors
 from seckill.domain.activities import MAX_TOTAL, Activity, parse_edit, parse_new_activity
 from seckill.domain.packets import Progress
+from seckill.domain.people import BY_PERSON
 from seckill.services import Services
 from seckill.store.sale import catalog
 from seckill.store.sale.controls import MAX_PAGE
@@ -47,6 +48,11 @@ def new_activity(body: Any) -> Activity:
 def create(services: Services, activity: Activity, progress: Progress | None = None) -> Activity:
     """Store a new activity (database, then Redis) and tell every process; ActivityExists if
     the id is taken. ``progress`` follows the push of a red-envelope split."""
+    if activity.limit_by == BY_PERSON and services.settings.person_claim is None:
+        # Every buyer would be refused (no token could name a person): say so now instead.
+        raise errors.BadRequest("limit_by 'person' needs SECKILL_PERSON_CLAIM: the gateway "
+                                "must know which token claim names the person",
+                                field="limit_by")
     catalog.create_activity(services.book, services.activities, activity, progress)
     services.cache.forget(activity.id)
     # Every other process that was asked for this id remembers it as unknown: the message

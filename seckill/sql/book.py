@@ -33,6 +33,7 @@ from seckill.domain.orders import (
     OrderRow,
     StoredOrder,
 )
+from seckill.domain.people import BY_USER
 from seckill.domain.product import Product
 from seckill.domain.variants import Items, Variant, items_body, items_from_body
 from seckill.sql.schema import activities, ensure_schema, orders, variants
@@ -92,6 +93,8 @@ class OrderBook:
                         draw_seed=activity.draw_seed,
                         paused=activity.paused or None,
                         rehearsal=activity.rehearsal or None,
+                        limit_by=activity.limit_by if activity.person_salt else None,
+                        person_salt=activity.person_salt,
                         **dataclasses.asdict(activity.product),
                     )
                 )
@@ -159,6 +162,8 @@ class OrderBook:
             admission_factor=float(row.admission_factor or 1.0),
             paused=bool(row.paused),
             rehearsal=bool(row.rehearsal),
+            limit_by=row.limit_by or BY_USER,
+            person_salt=row.person_salt,
             product=Product(
                 description=row.description, image_url=row.image_url,
                 price_amount=None if row.price_amount is None else int(row.price_amount),
@@ -247,6 +252,7 @@ class OrderBook:
                 "cancelled_ms": None,
                 "payment_ref": None,
                 "paid_ms": None,
+                "account": r.account,
                 "items": _items_text(r.items),
             }
             for r in rows

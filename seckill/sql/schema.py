@@ -53,6 +53,10 @@ activities = sa.Table(
     # A rehearsal (seckill drill --target; NULL: a real sale): left out of the metrics, the
     # console's totals and anything sent to the shop.
     sa.Column("rehearsal", sa.Boolean, nullable=True),
+    # Whom the one-purchase rule counts (NULL: "user"); "person": the person's secret salt
+    # that keys them (seckill/domain/people.py), kept for a rebuild.
+    sa.Column("limit_by", sa.String(16), nullable=True),
+    sa.Column("person_salt", sa.String(64), nullable=True),
 )
 
 
@@ -74,6 +78,9 @@ orders = sa.Table(
     sa.Column("pay_by", sa.BigInteger, nullable=True),
     sa.Column("payment_ref", sa.String(128), nullable=True),
     sa.Column("paid_ms", sa.BigInteger, nullable=True),
+    # A person-limited activity's order: user_id is the person's key, this the account that
+    # bought (NULL otherwise: user_id is the account).
+    sa.Column("account", sa.String(64), nullable=True),
     # An activity with variants: the variant of every unit, JSON [{"variant", "quantity"}]
     # (NULL for a single-item activity's order).
     sa.Column("items", sa.Text, nullable=True),

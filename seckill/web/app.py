@@ -59,7 +59,7 @@ def create_app(config: Settings | Mapping[str, str] | None = None) -> Flask:
     chain.init_app(app)
     signer = PurchaseUrlSigner(settings.secret_keys, settings.url_ttl, settings.clock_skew)
     Identity(settings.jwt_secret, settings.admin_token, settings.clock_skew,
-             settings.jwt_max_ttl).init_app(app)
+             settings.jwt_max_ttl, settings.person_claim).init_app(app)
     SaleWindow(services.sale).init_app(app)
     SoldOutFlag(services.sale).init_app(app)
     PurchaseUrls(signer).init_app(app)

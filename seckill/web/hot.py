@@ -24,7 +24,9 @@ from werkzeug.wrappers import Request
 from edge.chain import IN_STOCK, PURCHASE_URL, RATE, SOLD_OUT, USER, WINDOW, Chain, Passage, Route
 from edge.purchase_url import PurchaseUrlSigner
 from seckill.domain import errors
+from seckill.domain.admission import DRAW
 from seckill.domain.clock import now_ms
+from seckill.domain.people import buyer
 from seckill.store.sale.queue import AdmissionQueue
 from seckill.store.sale.state import SaleState
 from seckill.web.body import (
@@ -158,13 +160,15 @@ class HotRoutes:
         activity = passage.require_activity()
         quantity = parse_quantity(json_body(read_body(environ), allow_empty=True),
                                   activity.per_user_limit)
-        return self.sale.purchase(activity, passage.require_uid(), quantity).body()
+        return self.sale.purchase(activity, passage.require_uid(), quantity,
+                                  person=passage.person).body()
 
     def issue_url(self, passage: Passage) -> dict[str, Any]:
         """The signed purchase URL for a user the edge let through."""
         activity = passage.require_activity()
+        who = buyer(activity, passage.require_uid(), passage.person)  # 403 if no person
         if activity.queued:
-            position = self.queue.position(activity.id, passage.require_uid())
+            position = self.queue.position(activity.id, who)
             if position is None:
                 raise errors.NotAdmitted()
             raise errors.NotAdmitted(position=position)
@@ -180,6 +184,8 @@ class HotRoutes:
         if not activity.queued:
             raise errors.BadRequest("this activity has no queue: its purchase URL is at "
                                     "GET /seckill/url", field="admission")
+        # The queue's places are buyers': on a person-limited activity, one per person.
+        who = buyer(activity, uid, passage.person)
         if method == "POST":
             body = json_body(read_body(environ), allow_empty=True)
             if body is None:
@@ -192,10 +198,12 @@ class HotRoutes:
                                         "characters", field="altcha")
             if activity.challenge:  # a Redis failure: as_domain_error's 503, as everywhere
                 self.challenges.verify(activity.id, uid, body.get("altcha"))
-            view = self.queue.join(activity, uid)
+            view = self.queue.join(activity, who, account=uid)
         else:
-            view = self.queue.status(activity.id, uid)
+            view = self.queue.status(activity.id, who, account=uid)
         answer = view.body()
+        if who != uid and activity.admission == DRAW:
+            answer["entry"] = who  # what the draw is recomputed from (seckill/domain/people.py)
         if view.status == "admitted":
             token, expires_at = self.signer.sign(activity.id, uid,
                                                  until=view.admitted_until_ms // 1000)

@@ -15,6 +15,7 @@ import edge
 from seckill import metrics
 from seckill.domain import errors
 from seckill.domain.activities import Activity, is_activity_id, now_ms
+from seckill.domain.people import buyer
 from seckill.operator import activities, orders
 from seckill.sql.engine import ping
 from seckill.store.plumbing.connection import ping_redis
@@ -61,8 +62,11 @@ def _user(limits: ColdLimits) -> Blueprint:
     @limits.per_user
     def order_status(aid: str) -> dict[str, Any]:
         found = services()
-        found.cache.require(aid)
-        status = found.orders.order_status(aid, edge.passage().require_uid())
+        activity = found.cache.require(aid)
+        passage = edge.passage()
+        # A person-limited activity's order is the person's, whichever account asks.
+        who = buyer(activity, passage.require_uid(), passage.person)
+        status = found.orders.order_status(aid, who)
         return found.payments.annotate(aid, status).body()
 
     return bp

@@ -81,6 +81,11 @@ class KeySpace:
         """Hash (a queue or draw's): user id -> when their admission lapsed unused (ms)."""
         return f"{self.prefix}:{{{aid}}}:lapsed"
 
+    def joined(self, aid: str) -> str:
+        """Hash (a person-limited queue or draw's): person key -> the account that joined for
+        the person (their one place; the person's other accounts may not join)."""
+        return f"{self.prefix}:{{{aid}}}:joined"
+
     def payment_keys(self, aid: str) -> list[str]:
         """The KEYS a sale script adds for an activity with a payment window
         (``lua/include/payment_hold.lua``)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from seckill.domain import admission as admissions
+from seckill.domain import people
 from seckill.domain.activities import PACKETS, STOCK, UNLIMITED, Activity
 from seckill.domain.product import Product
 from seckill.domain.variants import Variant
@@ -40,6 +41,8 @@ def meta_fields(activity: Activity, created_ms: int) -> list[str | int]:
         fields += ["paused", 1]
     if activity.rehearsal:
         fields += ["rehearsal", 1]
+    if activity.person_salt:  # limit_by person (seckill/domain/people.py)
+        fields += ["limit_by", activity.limit_by, "person_salt", activity.person_salt]
     if activity.variants:
         fields += variant_fields(activity.variants)
     for field, value in dataclasses.asdict(activity.product).items():
@@ -96,6 +99,8 @@ def activity_from_meta(aid: str, fields: dict[str, str]) -> Activity:
         sold=int(fields.get("sold", 0)),
         unflagged="unlimited" not in fields,
         rehearsal=fields.get("rehearsal") == "1",
+        limit_by=fields.get("limit_by", people.BY_USER),
+        person_salt=fields.get("person_salt") or None,
         variants=variants_from_meta(fields),
     )
 

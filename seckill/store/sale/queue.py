@@ -33,7 +33,7 @@ log = logging.getLogger("seckill.queue")
 def queue_keys(keys: KeySpace, aid: str) -> list[str]:
     """The KEYS of ``lua/queue_join.lua`` and ``lua/queue_status.lua``."""
     return [keys.meta(aid), keys.buyers(aid), keys.queue(aid), keys.admitted(aid),
-            keys.lapsed(aid), keys.expired(aid)]
+            keys.lapsed(aid), keys.expired(aid), keys.joined(aid)]
 
 
 class AdmissionQueue:
@@ -66,11 +66,15 @@ class AdmissionQueue:
                                     "GET /seckill/url", field="admission")
         return reply
 
-    def join(self, activity: Activity, uid: str) -> QueueView:
-        """Join (again: the place is kept); where the user then stands, or the refusal."""
+    def join(self, activity: Activity, uid: str, account: str | None = None) -> QueueView:
+        """Join (again: the place is kept); where the user then stands, or the refusal.
+        ``uid`` is the buyer: on a person-limited activity the person's key, and ``account``
+        the account joining for them (the person's other accounts get 409
+        ``already_joined``)."""
         seed = activity.draw_seed or ""
+        joiner = "" if account is None or account == uid else account
         reply = self._run(True, activity.id,
-                          [uid, self.ttl_ms, admission.rank(seed, uid)])
+                          [uid, self.ttl_ms, admission.rank(seed, uid), joiner])
         outcome = reply[0]
         if outcome == "not_open":
             raise errors.QueueNotOpen(queue_opens_at=iso_from_ms(int(reply[1])))
@@ -84,11 +88,16 @@ class AdmissionQueue:
             raise errors.AlreadyPurchased(order_id=str(reply[1]).split("|")[0])
         if outcome == "hold_expired":
             raise errors.HoldExpired(order_id=str(reply[1]))
+        if outcome == "already_joined":
+            raise errors.AlreadyJoined()
         return QueueView.of(reply)
 
-    def status(self, aid: str, uid: str) -> QueueView:
-        """Where the user stands (after the queue moved forward): one round trip."""
-        return QueueView.of(self._run(False, aid, [uid, self.ttl_ms, ""]))
+    def status(self, aid: str, uid: str, account: str | None = None) -> QueueView:
+        """Where the user stands (after the queue moved forward): one round trip. ``uid``
+        is the buyer: on a person-limited activity the person's key, and ``account`` the
+        account asking (the person's place is the joining account's alone)."""
+        asking = "" if account is None or account == uid else account
+        return QueueView.of(self._run(False, aid, [uid, self.ttl_ms, "", asking]))
 
     def state(self, aid: str) -> QueueView:
         """The queue as a whole (``GET /seckill/<aid>/queue/state``)."""

@@ -24,6 +24,7 @@ from redis.commands.core import Script
 
 from seckill.domain import errors
 from seckill.domain.activities import MAX_TOTAL, counters_disagree
+from seckill.domain.people import script_buyer
 from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
@@ -53,19 +54,24 @@ class ShardedPurchases:
         self._lock = threading.Lock()
 
     def purchase(self, aid: str, uid: str, quantity: int, shards: int,
-                 rates: Sequence[tuple[int, int]], window: int = 0) -> list[Any]:
+                 rates: Sequence[tuple[int, int]], window: int = 0,
+                 buyer: str | None = None) -> list[Any]:
         """The final script reply of one purchase (purchase.lua's, or settle.lua's after a
-        borrow), for ``seckill.store.sale.stock`` to turn into an outcome."""
+        borrow), for ``seckill.store.sale.stock`` to turn into an outcome. ``buyer`` (a
+        person's key; default ``uid``) has the home part, so that all the accounts of one
+        person meet there; the rate limit counts ``uid``."""
+        who = uid if buyer is None else buyer
+        script_uid = script_buyer(uid, who)
         tags = part_tags(aid, shards)
-        home = home_part(uid, shards)
+        home = home_part(who, shards)
         tag = tags[home]
         rate_keys = [self.keys.rate(tag, "purchase", uid, window) for _, window in rates]
         rate_args = [n for rate in rates for n in rate]
         held = self.keys.payment_keys(tag) if window else []  # a payment window's keys
         reply = self._on_part(aid, self.scripts.purchase, self.keys.part_keys(tag) + held,
-                              [uid, quantity, aid], rate_keys, rate_args)
+                              [script_uid, quantity, aid], rate_keys, rate_args)
         if reply[0] == "payment_keys" and not held:
-            return self.purchase(aid, uid, quantity, shards, (), window=1)
+            return self.purchase(aid, uid, quantity, shards, (), window=1, buyer=buyer)
         if reply[0] == "ok":
             self.note(aid, shards, home, int(reply[2]))
         if reply[0] != "borrow":
@@ -79,7 +85,7 @@ class ShardedPurchases:
             try:
                 lent = self._on_part(aid, self.scripts.lend,
                                      [self.keys.meta(lender), self.keys.transfers(lender)],
-                                     [claim_id, need - collected, tag, uid])
+                                     [claim_id, need - collected, tag, who])
             except errors.Unavailable as exc:
                 # Perhaps lent, perhaps not: a unit it lent stays in transit until `seckill
                 # reconcile --repair` delivers it. The other parts are still asked.
@@ -97,7 +103,7 @@ class ShardedPurchases:
             if collected >= need:
                 break
         settled = self._on_part(aid, self.scripts.settle, self.keys.settle_keys(tag) + held,
-                                [uid, quantity, aid, claim_id, *lent_by])
+                                [script_uid, quantity, aid, claim_id, *lent_by])
         if settled[0] == "ok":
             self.note(aid, shards, home, int(settled[2]))
         elif settled[0] in ("superseded", "expired"):

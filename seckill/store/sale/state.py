@@ -20,6 +20,7 @@ from seckill.config import Rate
 from seckill.domain import errors
 from seckill.domain.activities import Activity
 from seckill.domain.orders import Purchase
+from seckill.domain.people import buyer
 from seckill.store.plumbing.connection import ScriptWire
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.sale.cache import ActivityCache
@@ -78,14 +79,18 @@ class SaleState:
 
     # -- the purchase ----------------------------------------------------------------------
 
-    def purchase(self, activity: Activity, uid: str, quantity: int) -> Purchase:
+    def purchase(self, activity: Activity, uid: str, quantity: int,
+                 person: str | None = None) -> Purchase:
         """The script's decision on a purchase the edge let through, folded into this
-        process's copy and flag; a refusal is raised as its ``errors`` exception."""
+        process's copy and flag; a refusal is raised as its ``errors`` exception. ``person``:
+        the verified person behind ``uid``, who buys on a person-limited activity."""
+        who = buyer(activity, uid, person)
         try:
-            then = (self.queue.after_purchase(activity.id, uid)
+            then = (self.queue.after_purchase(activity.id, who)
                     if activity.queued and self.queue is not None else None)
             bought = self.purchases.purchase(activity.id, uid, quantity, activity.kind,
-                                             activity.shards, activity.payment_window, then)
+                                             activity.shards, activity.payment_window, then,
+                                             buyer=who)
         except errors.SoldOut:
             # A sharded activity says so only once every part was asked and had nothing.
             self.cache.note_remaining(activity.id, 0)

@@ -19,6 +19,7 @@ from seckill.domain import errors
 from seckill.domain.activities import PACKETS, STOCK
 from seckill.domain.clock import iso_from_ms
 from seckill.domain.orders import Purchase
+from seckill.domain.people import script_buyer
 from seckill.store.plumbing.durable import LOST, DurableRunner, FollowUp
 from seckill.store.plumbing.keys import KeySpace, split_buyer_entry
 from seckill.store.plumbing.scripts import Scripts
@@ -43,18 +44,21 @@ class Purchases:
         self._inconsistent: set[str] = set()  # activities already logged as inconsistent
 
     def purchase(self, aid: str, uid: str, quantity: int, kind: str = STOCK,
-                 shards: int = 1, window: int = 0, then: FollowUp | None = None) -> Purchase:
+                 shards: int = 1, window: int = 0, then: FollowUp | None = None,
+                 buyer: str | None = None) -> Purchase:
         """Buy units (``lua/purchase.lua``) or, for a packets activity, grab one packet
         (``lua/grab.lua``). ``kind`` is what the caller's copy of the activity says; each script
         checks it, and a copy that was wrong costs one more round trip, never a wrong sale.
         ``shards`` (fixed at creation): a sharded activity buys on the buyer's home part
         (``seckill.store.sale.sharded``); ``remaining`` is then that part's, not the whole's.
         ``window`` (a payment window, seconds; fixed at creation): the scripts get its keys,
-        and the order is held until paid (``seckill.store.sale.payments``)."""
+        and the order is held until paid (``seckill.store.sale.payments``). ``buyer``: who
+        buys, when not ``uid`` (a person-limited activity's person key, seckill/domain/
+        people.py); the rate limit still counts the account."""
         if shards > 1:
             return _outcome(self._checked(aid, self.sharded.purchase(
-                aid, uid, quantity, shards, self.rates, window)), quantity, False)
-        args: list[Any] = [uid, quantity, aid]
+                aid, uid, quantity, shards, self.rates, window, buyer=buyer)), quantity, False)
+        args: list[Any] = [uid if buyer is None else script_buyer(uid, buyer), quantity, aid]
         rate_keys = [self.keys.rate(aid, "purchase", uid, window) for _, window in self.rates]
         rate_args = [n for rate in self.rates for n in rate]
         restored = False

@@ -1,0 +1,80 @@
+"""Limits per person (issue #26): whose purchase it is, on an activity that counts people.
+
+The shop's login service may say who the verified person behind an account is (a JWT claim
+named by ``SECKILL_PERSON_CLAIM``, e.g. a hash of a verified phone number). An activity
+created with ``"limit_by": "person"`` then counts people, not accounts: its *buyer* is the
+person, and everything the sale keeps per buyer (the buyers hash, claims, holds, the expired
+hash, the queue and the draw, the sold-out flag's winners, a sharded activity's home part, the
+order's ``user_id`` in the database) is keyed by the person's key on that activity.
+
+The key is ``p:`` and 22 base64url characters (132 bits) of HMAC-SHA256 under the activity's
+own secret salt (drawn at creation, never shown) of the person id. Why keyed, and per
+activity: a draw's entries are these keys (anyone may recompute the draw from them and the
+seed), and a person id is often a hash of a phone number, which anyone can guess by trying
+every number; without the salt nobody can tell whose key an entry is, nor follow a person from
+one activity to the next. The key matches no user id (user ids have no ``:``), and it fits
+where user ids go (the database's 64-character column, the scripts' ``|``-separated records).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from seckill.domain import errors
+
+if TYPE_CHECKING:
+    from seckill.domain.activities import Activity
+
+PERSON_ID = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
+PERSON_KEY = re.compile(r"p:[A-Za-z0-9_-]{22}")
+
+BY_USER = "user"
+BY_PERSON = "person"
+LIMITS = (BY_USER, BY_PERSON)
+
+
+def is_person_id(value: object) -> bool:
+    """Whether ``value`` is a well-formed person id (a string of ``[A-Za-z0-9_.:@-]{1,128}``)."""
+    return isinstance(value, str) and PERSON_ID.fullmatch(value) is not None
+
+
+def parse_limit_by(body: dict[str, Any]) -> str:
+    """A new activity's ``limit_by`` (default ``user``); BadRequest naming it otherwise."""
+    limit_by = body.get("limit_by", BY_USER)
+    if limit_by not in LIMITS:
+        raise errors.BadRequest("limit_by must be 'user' or 'person'", field="limit_by")
+    return str(limit_by)
+
+
+def new_salt() -> str:
+    """A person-limited activity's secret salt: 32 random bytes, hex."""
+    return secrets.token_hex(32)
+
+
+def person_key(salt: str, person: str) -> str:
+    """The person's key on the activity whose salt is ``salt``."""
+    tag = hmac.new(salt.encode("ascii"), person.encode(), hashlib.sha256).digest()
+    return "p:" + base64.urlsafe_b64encode(tag).decode("ascii")[:22]
+
+
+def buyer(activity: Activity, uid: str, person: str | None) -> str:
+    """Who buys on ``activity``: the user, or on a person-limited activity the person's key.
+    A user whose token names no person may not take part there: 403
+    ``verification_required``."""
+    if activity.limit_by != BY_PERSON:
+        return uid
+    if person is None:
+        raise errors.VerificationRequired()
+    assert activity.person_salt, "a person-limited activity has a salt"
+    return person_key(activity.person_salt, person)
+
+
+def script_buyer(uid: str, buyer_key: str) -> str:
+    """The buyer as a sale script reads it (``lua/purchase.lua``'s ARGV[1]): the user id, or
+    ``<person key>|<account>``, so that the order also names the account that bought."""
+    return uid if buyer_key == uid else f"{buyer_key}|{uid}"

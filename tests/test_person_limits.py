@@ -1,0 +1,319 @@
+"""Limits per person (issue #26): ``SECKILL_PERSON_CLAIM`` and ``"limit_by": "person"``, through
+the gateway (in-process, the hot routes included) on the session's Valkey and a SQLite file.
+
+The claim (absent, malformed: 401), the activity field (400s, the view), 403
+``verification_required`` on every route of a person-limited activity, 30 accounts of one
+person racing for one purchase, the person's order seen from any of their accounts (and its id
+in the 409), ``hold_expired`` per person, the order in the database naming the account, a
+rebuild, and a draw of 50 accounts of one person among 10 other people: one entry, at most one
+drawn, the draw recomputed from the seed and the published entries (never the raw claim).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+import sqlalchemy as sa
+from flask import Flask
+from flask.testing import FlaskClient
+
+from edge.identity import mint_user_token
+from seckill.domain.clock import now_ms
+from seckill.domain.people import PERSON_KEY
+from seckill.store.plumbing.keys import KeySpace
+from seckill.worker.expiry import Expirer
+from tests.admission_helpers import independent_order, queued_activity, wait_for_start
+from tests.conftest import ADMIN, JWT_SECRET, create_activity, expect, iso
+from tests.faults import built_worker, drain
+
+CLAIM = "https://shop.example/person"
+
+
+@pytest.fixture
+def env(env: dict[str, str]) -> dict[str, str]:
+    """The gateway's environment, naming the person claim."""
+    return {**env, "SECKILL_PERSON_CLAIM": CLAIM}
+
+
+ABSENT = object()
+
+
+def headers(uid: str, person: Any = ABSENT, **claims: Any) -> dict[str, str]:
+    """A user's bearer header; ``person`` (any JSON value, null too) as the person claim when
+    given (None from the helpers below: no claim)."""
+    if person is not ABSENT:
+        claims[CLAIM] = person
+    token = mint_user_token(uid, JWT_SECRET, 600, claims=claims)
+    return {"Authorization": f"Bearer {token}"}
+
+
+def buy_as(client: FlaskClient, aid: str, uid: str, person: str | None) -> Any:
+    """Fetch a signed URL as ``uid`` (of ``person``) and buy through it; the last response."""
+    sent = headers(uid) if person is None else headers(uid, person)
+    got = client.get(f"/seckill/url?activity={aid}", headers=sent)
+    if got.status_code != 200:
+        return got
+    return client.post(got.get_json()["url"], headers=sent)
+
+
+def status_as(client: FlaskClient, aid: str, uid: str, person: str | None) -> dict[str, Any]:
+    sent = headers(uid) if person is None else headers(uid, person)
+    return expect(client.get(f"/seckill/{aid}/order", headers=sent), 200)
+
+
+def person_activity(client: FlaskClient, **fields: Any) -> str:
+    made = create_activity(client, limit_by="person", **fields)
+    assert made["limit_by"] == "person", made
+    return str(made["id"])
+
+
+# -- the claim and the field -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [12345, None, "x" * 129, "p" * 500, "a b", "a/b", "é", "", True,
+                                 ["a"], {"id": "a"}])
+def test_a_malformed_person_claim_makes_the_token_invalid(client: FlaskClient, bad: Any) -> None:
+    aid = create_activity(client)["id"]  # an activity limited by user: the token is still bad
+    body = expect(client.get(f"/seckill/url?activity={aid}", headers=headers("ann", bad)), 401,
+                  "unauthenticated")
+    assert CLAIM in body["message"]
+    expect(client.get(f"/seckill/{aid}/order", headers=headers("ann", bad)), 401,
+           "unauthenticated")
+
+
+def test_a_token_without_the_claim_buys_where_accounts_count_but_not_where_people_do(
+        client: FlaskClient) -> None:
+    by_user = create_activity(client)
+    assert "limit_by" not in by_user  # the default, "user", is not shown
+    expect(buy_as(client, by_user["id"], "ann", None), 200)
+    expect(buy_as(client, by_user["id"], "bob", "person-1"), 200)  # a claim changes nothing
+    aid = person_activity(client)
+    for response in (
+            client.get(f"/seckill/url?activity={aid}", headers=headers("ann")),
+            client.post(f"/seckill/{aid}/1.2.3/buy", headers=headers("ann")),
+            client.get(f"/seckill/{aid}/order", headers=headers("ann"))):
+        expect(response, 403, "verification_required")
+    assert client.get(f"/seckill/activities/{aid}").get_json()["remaining"] == 10
+    expect(buy_as(client, aid, "ann", "person-1"), 200)
+
+
+def test_limit_by_is_validated_and_needs_the_claim(client: FlaskClient,
+                                                   make_app: Any) -> None:
+    for bad in ("people", "", None, 1, ["person"]):
+        body = expect(client.post("/admin/activities", headers=ADMIN, json={
+            "id": f"a{uuid.uuid4().hex[:8]}", "name": "x", "total": 1, "starts_at": iso(-1),
+            "ends_at": iso(60), "limit_by": bad}), 400, "bad_request")
+        assert body["field"] == "limit_by"
+    body = expect(client.post("/admin/activities", headers=ADMIN, json={
+        "id": "pk1", "name": "x", "kind": "packets", "amount": 100, "count": 2,
+        "starts_at": iso(-1), "ends_at": iso(60), "limit_by": "person"}), 400, "bad_request")
+    assert body["field"] == "limit_by"
+    unclaimed = make_app(SECKILL_PERSON_CLAIM="").test_client()
+    body = expect(unclaimed.post("/admin/activities", headers=ADMIN, json={
+        "id": "nop", "name": "x", "total": 1, "starts_at": iso(-1), "ends_at": iso(60),
+        "limit_by": "person"}), 400, "bad_request")
+    assert (body["field"], "SECKILL_PERSON_CLAIM" in body["message"]) == ("limit_by", True)
+    expect(client.get("/seckill/activities/nop"), 404, "unknown_activity")  # nothing created
+
+
+# -- the purchase ----------------------------------------------------------------------------
+
+
+def test_thirty_accounts_of_one_person_racing_buy_once(
+        app: Flask, client: FlaskClient, settings: Any, database_url: str,
+        rds: redis.Redis, prefix: str) -> None:
+    aid = person_activity(client, total=100, per_user_limit=1)
+    accounts = [f"farm-{i}" for i in range(30)]
+    start = threading.Barrier(len(accounts))
+    answers: dict[str, Any] = {}
+
+    def race(uid: str) -> None:
+        own = app.test_client()
+        url = expect(own.get(f"/seckill/url?activity={aid}", headers=headers(uid, "mallory")),
+                     200)["url"]
+        start.wait(10)
+        answers[uid] = own.post(url, headers=headers(uid, "mallory"))
+
+    threads = [threading.Thread(target=race, args=(uid,)) for uid in accounts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    codes = sorted(r.status_code for r in answers.values())
+    assert codes == [200] + [409] * 29, codes
+    winner = next(uid for uid, r in answers.items() if r.status_code == 200)
+    order_id = answers[winner].get_json()["order_id"]
+    for response in answers.values():
+        if response.status_code == 409:
+            assert response.get_json() == {**response.get_json(), "error": "already_purchased",
+                                           "order_id": order_id}
+    assert client.get(f"/seckill/activities/{aid}").get_json()["remaining"] == 99
+    keys = KeySpace(prefix)
+    buyers = rds.hgetall(keys.buyers(aid))
+    assert len(buyers) == 1 and PERSON_KEY.fullmatch(next(iter(buyers))), buyers
+    # The stream names the person's key and the account that bought; never the raw claim.
+    [(_, entry)] = rds.xrange(keys.orders(aid))
+    assert (entry["account"], PERSON_KEY.fullmatch(entry["user"]) is not None) == (winner, True)
+    assert "mallory" not in repr(rds.hgetall(keys.meta(aid))) + repr(entry)
+    with built_worker(settings) as worker:
+        drain(worker)
+    engine = sa.create_engine(database_url)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT order_id, user_id, account FROM seckill_orders "
+                                    "WHERE activity_id = :aid"), {"aid": aid}).all()
+    engine.dispose()
+    assert [tuple(r) for r in rows] == [(order_id, entry["user"], winner)]
+    # Another person buys; the first person's other accounts still cannot.
+    expect(buy_as(client, aid, "farm-0", "someone-else"), 200)
+    expect(buy_as(client, aid, "fresh-account", "mallory"), 409, "already_purchased")
+
+
+def test_the_person_s_order_and_expired_hold_are_seen_from_every_account(
+        app: Flask, client: FlaskClient, rds: redis.Redis, prefix: str) -> None:
+    aid = person_activity(client, total=2, payment_window=3600)
+    bought = expect(buy_as(client, aid, "acct-a", "pat"), 200)
+    status = status_as(client, aid, "acct-b", "pat")
+    assert (status["status"], status["order_id"], status["payment"]) == (
+        "pending", bought["order_id"], "due")
+    assert status_as(client, aid, "acct-a", "sam")["status"] == "none"  # another person
+    # Time passes, the test's way: the hold's pay_by moves into the past; one expiry step.
+    keys = KeySpace(prefix)
+    rds.zadd(keys.holds(aid), {bought["order_id"]: now_ms() - 1})
+    services = app.extensions["seckill"]
+    assert Expirer(services.client, services.keys, services.book).step() == 1
+    for account in ("acct-a", "acct-b", "acct-c"):
+        refused = expect(buy_as(client, aid, account, "pat"), 409, "hold_expired")
+        assert refused["order_id"] == bought["order_id"]
+        status = status_as(client, aid, account, "pat")
+        assert (status["status"], status["payment"]) == ("cancelled", "expired")
+    expect(buy_as(client, aid, "acct-a", "sam"), 200)  # the same account, another person
+
+
+def test_a_rebuilt_person_activity_still_knows_its_people(
+        app: Flask, client: FlaskClient, settings: Any, rds: redis.Redis, prefix: str) -> None:
+    aid = person_activity(client, total=3)
+    order_id = expect(buy_as(client, aid, "one", "quinn"), 200)["order_id"]
+    with built_worker(settings) as worker:
+        drain(worker)
+    keys = KeySpace(prefix)
+    for key in (keys.meta(aid), keys.buyers(aid), keys.orders(aid)):
+        rds.delete(key)
+    status = status_as(client, aid, "two", "quinn")  # rebuilt from the database
+    assert (status["status"], status["order_id"]) == ("confirmed", order_id)
+    expect(buy_as(client, aid, "three", "quinn"), 409, "already_purchased")
+    expect(buy_as(client, aid, "two", "rita"), 200)
+
+
+# -- queue and draw --------------------------------------------------------------------------
+
+
+def test_a_person_holds_one_place_in_a_queue(client: FlaskClient) -> None:
+    activity = queued_activity(client, admission="queue", total=2, starts_in=60,
+                               limit_by="person")
+    aid = activity["id"]
+    expect(client.post(f"/seckill/{aid}/queue", json={}, headers=headers("x1")), 403,
+           "verification_required")
+    expect(client.get(f"/seckill/{aid}/queue", headers=headers("x1")), 403,
+           "verification_required")
+    first = expect(client.post(f"/seckill/{aid}/queue", json={}, headers=headers("x1", "vic")),
+                   200)
+    assert first["status"] == "waiting" and "entry" not in first  # a queue, not a draw
+    # Joining again from the same account keeps the place; another account is refused.
+    expect(client.post(f"/seckill/{aid}/queue", json={}, headers=headers("x1", "vic")), 200)
+    expect(client.post(f"/seckill/{aid}/queue", json={}, headers=headers("x2", "vic")), 409,
+           "already_joined")
+    # The place is the joining account's: the person's other accounts hold none.
+    seen = expect(client.get(f"/seckill/{aid}/queue", headers=headers("x2", "vic")), 200)
+    assert seen["status"] == "none"
+    assert expect(client.get(f"/seckill/{aid}/queue", headers=headers("x1", "vic")),
+                  200)["status"] == "waiting"
+    state = expect(client.get(f"/seckill/{aid}/queue/state"), 200)
+    assert state["waiting"] == 1
+
+
+@pytest.fixture
+def farm_draw(client: FlaskClient) -> Iterator[dict[str, Any]]:
+    """A draw of 5 units: 50 accounts of one person and 10 other people joined."""
+    activity = queued_activity(client, admission="draw", total=5, starts_in=2.0,
+                               limit_by="person")
+    aid = activity["id"]
+    farm = [f"bot-{i}" for i in range(50)]
+    answers = [join_as(client, aid, uid, "farmer") for uid in farm]
+    assert [r.status_code for r in answers].count(200) == 1
+    assert all(r.get_json()["error"] == "already_joined" for r in answers[1:])
+    entries = {"farmer": answers[0].get_json()["entry"]}
+    for i in range(10):
+        joined = expect(join_as(client, aid, f"honest-{i}", f"person-{i}"), 200)
+        entries[f"person-{i}"] = joined["entry"]
+    activity.update(farm=farm, entries=entries)
+    yield activity
+
+
+def join_as(client: FlaskClient, aid: str, uid: str, person: str) -> Any:
+    return client.post(f"/seckill/{aid}/queue", json={}, headers=headers(uid, person))
+
+
+def test_fifty_accounts_of_one_person_are_one_entry_of_a_draw(
+        client: FlaskClient, farm_draw: dict[str, Any], rds: redis.Redis, prefix: str) -> None:
+    aid, entries = farm_draw["id"], farm_draw["entries"]
+    # Published entries: the per-draw salted HMAC of the person, never the claim itself (nor
+    # its plain hash, which anyone could compute from a guessed phone number).
+    assert len(set(entries.values())) == 11
+    for person, entry in entries.items():
+        assert PERSON_KEY.fullmatch(entry), entry
+        assert person not in entry and hashlib.sha256(person.encode()).hexdigest()[:8] not in entry
+    keys = KeySpace(prefix)
+    assert sorted(rds.zrange(keys.queue(aid), 0, -1)) == sorted(entries.values())
+    wait_for_start(farm_draw)
+    view = client.get(f"/seckill/activities/{aid}").get_json()
+    seed = view["draw_seed"]
+    assert hashlib.sha256(seed.encode()).hexdigest() == view["draw_commitment"]
+    drawn_entries = independent_order(seed, list(entries.values()))[:5]
+    admitted = set()
+    for uid in farm_draw["farm"]:
+        status = expect(client.get(f"/seckill/{aid}/queue", headers=headers(uid, "farmer")), 200)
+        if status["status"] == "admitted":
+            admitted.add(uid)
+    others = {f"person-{i}" for i in range(10) if expect(client.get(
+        f"/seckill/{aid}/queue", headers=headers(f"honest-{i}", f"person-{i}")),
+        200)["status"] == "admitted"}
+    farmer_drawn = entries["farmer"] in drawn_entries
+    # The farmer's one entry is the account's that joined: at most that one is drawn.
+    assert admitted == ({"bot-0"} if farmer_drawn else set())
+    assert {entries[p] for p in others} | ({entries["farmer"]} if farmer_drawn else set()) == \
+        set(drawn_entries)
+
+
+def test_a_drawn_person_buys_once_from_all_their_accounts(client: FlaskClient) -> None:
+    """A person alone in a draw is drawn: the account that joined is admitted and buys; the
+    person's other accounts are never admitted, and see the person's order once bought."""
+    activity = queued_activity(client, admission="draw", total=3, starts_in=1.0,
+                               limit_by="person")
+    aid = activity["id"]
+    assert [join_as(client, aid, f"b{i}", "solo").status_code for i in range(5)] == \
+        [200, 409, 409, 409, 409]
+    wait_for_start(activity)
+    seen = [expect(client.get(f"/seckill/{aid}/queue", headers=headers(f"b{i}", "solo")), 200)
+            for i in range(5)]
+    assert [s["status"] for s in seen] == ["admitted", "none", "none", "none", "none"], seen
+    assert all("url" not in s for s in seen[1:])
+    # The other accounts' own URLs (from GET /seckill/url) are not handed out either.
+    expect(client.get(f"/seckill/url?activity={aid}", headers=headers("b1", "solo")), 403,
+           "not_admitted")
+    expect(client.post(seen[0]["url"], headers=headers("b0", "solo")), 200)
+    # The order is the person's, whichever account asks; the place is gone.
+    for i in range(5):
+        status = expect(client.get(f"/seckill/{aid}/queue", headers=headers(f"b{i}", "solo")),
+                        200)
+        assert status["status"] == "purchased", status
+        expect(client.post(f"/seckill/{aid}/queue", json={}, headers=headers(f"b{i}", "solo")),
+               409, "already_purchased")
+    state = expect(client.get(f"/seckill/{aid}/queue/state"), 200)
+    assert (state["remaining"], state["admitted"]) == (2, 0)
+    expect(join_as(client, aid, "late", "late-person"), 403, "entries_closed")
