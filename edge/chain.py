@@ -25,6 +25,7 @@ IN_STOCK = "in_stock"  # not known to be sold out (no Redis)
 SOLD_OUT = "sold_out"  # purchases of a flagged activity: 409 to its winners, 410 to the rest
 PURCHASE_URL = "purchase_url"  # the signed token in the path is this user's, for this activity
 RATE = "rate"  # the per-user rate limit (needs USER)
+NOT_BLOCKED = "not_blocked"  # the operator has not blocked the user or its person (needs USER)
 
 NONE: frozenset[str] = frozenset()
 
@@ -35,6 +36,8 @@ def wanted(names: tuple[str, ...]) -> frozenset[str]:
     if RATE in found and USER not in found:
         # A per-user limit without a user would have no key; refuse the wiring outright.
         raise ValueError("the rate filter needs the user filter")
+    if NOT_BLOCKED in found and USER not in found:
+        raise ValueError("the block filter needs the user filter")
     return found
 
 

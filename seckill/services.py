@@ -16,6 +16,7 @@ import redis
 import sqlalchemy as sa
 
 from seckill.config import Settings
+from seckill.sql.blocks import BlockBook
 from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
 from seckill.store.audit.census import CensusTaker
@@ -35,6 +36,7 @@ from seckill.store.plumbing.readonly import read_only_connection, read_only_engi
 from seckill.store.plumbing.routing import ClusterWire
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.sale.activities import ActivityStore
+from seckill.store.sale.blocks import BlockWatch
 from seckill.store.sale.cache import ActivityCache
 from seckill.store.sale.challenge import Challenges
 from seckill.store.sale.controls import SaleControls
@@ -84,6 +86,7 @@ class Services:
     challenges: Challenges
     controls: SaleControls
     census: CensusTaker
+    blocks: BlockWatch  # the operator's blocks: this process's copy, and their writes
     # Also run by close(): parts the web layer adds (the cold routes' limiter's client).
     closers: list[Callable[[], None]] = dataclasses.field(default_factory=list)
 
@@ -147,7 +150,8 @@ class Services:
                    payments=payments, queue=queue,
                    challenges=Challenges(client, keys, challenge_secret(settings)),
                    controls=controls,
-                   census=CensusTaker(client, keys, controls, stats, payments, queue))
+                   census=CensusTaker(client, keys, controls, stats, payments, queue),
+                   blocks=BlockWatch(BlockBook(engine, read_only=read_only)))
 
     def close(self) -> None:
         """Stop the background threads and close every connection."""
@@ -155,6 +159,7 @@ class Services:
             closer()
         self.board.close()
         self.cache.close()
+        self.blocks.close()
         self.wire.close()
         close_client(self.client)
         self.engine.dispose()

@@ -18,6 +18,7 @@ from seckill import config
 from seckill.config import MIN_KEY_BYTES, ConfigError, Settings
 from seckill.domain import errors
 from seckill.ops.aof_cli import cmd_aof_repair
+from seckill.ops.block_commands import add_block_commands
 from seckill.ops.command_store import READ, WRITE, Failure, store_access
 from seckill.ops.commands import (
     add_product_options,
@@ -332,6 +333,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="rebuild Redis from the database when it lost the activity or they "
                           "differ (and no order waits)")
     rec.set_defaults(handler=cmd_reconcile_access)
+
+    add_block_commands(commands)
 
     aof = commands.add_parser("aof", help="a stopped Valkey server's append-only file")
     aof_verbs = aof.add_subparsers(dest="verb", metavar="VERB", required=True)

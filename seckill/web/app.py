@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from flask import Flask, Response, g, request
 
 from edge import Edge
+from edge.blocks import NotBlocked
 from edge.identity import Identity
 from edge.purchase_url import PurchaseUrls, PurchaseUrlSigner
 from edge.ratelimit import UserRateLimit
@@ -60,6 +61,7 @@ def create_app(config: Settings | Mapping[str, str] | None = None) -> Flask:
     signer = PurchaseUrlSigner(settings.secret_keys, settings.url_ttl, settings.clock_skew)
     Identity(settings.jwt_secret, settings.admin_token, settings.clock_skew,
              settings.jwt_max_ttl, settings.person_claim).init_app(app)
+    NotBlocked(services.blocks).init_app(app)  # needs the user (and person); no Redis
     SaleWindow(services.sale).init_app(app)
     SoldOutFlag(services.sale).init_app(app)
     PurchaseUrls(signer).init_app(app)

@@ -21,7 +21,18 @@ import orjson
 from werkzeug.http import HTTP_STATUS_CODES
 from werkzeug.wrappers import Request
 
-from edge.chain import IN_STOCK, PURCHASE_URL, RATE, SOLD_OUT, USER, WINDOW, Chain, Passage, Route
+from edge.chain import (
+    IN_STOCK,
+    NOT_BLOCKED,
+    PURCHASE_URL,
+    RATE,
+    SOLD_OUT,
+    USER,
+    WINDOW,
+    Chain,
+    Passage,
+    Route,
+)
 from edge.purchase_url import PurchaseUrlSigner
 from seckill.domain import errors
 from seckill.domain.admission import DRAW
@@ -44,12 +55,14 @@ from seckill.web.finish import PURCHASE, Finish
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[WSGIEnviron, StartResponse], Iterable[bytes]]
 
-BUY = Route(PURCHASE, USER, WINDOW, SOLD_OUT, PURCHASE_URL)
-URL = Route("user.purchase_url", USER, WINDOW, IN_STOCK, RATE)
+# NOT_BLOCKED on every route: a blocked buyer is refused whatever they hold (a signed URL, a
+# queue admission, a drawn place).
+BUY = Route(PURCHASE, USER, NOT_BLOCKED, WINDOW, SOLD_OUT, PURCHASE_URL)
+URL = Route("user.purchase_url", USER, NOT_BLOCKED, WINDOW, IN_STOCK, RATE)
 # No window filter: the queue is joined and polled before the sale starts. No rate filter:
 # a poll is one round trip, and polling more often changes nobody's place.
-QUEUE_STATUS = Route("user.queue_status", USER)
-QUEUE_JOIN = Route("user.queue_join", USER)
+QUEUE_STATUS = Route("user.queue_status", USER, NOT_BLOCKED)
+QUEUE_JOIN = Route("user.queue_join", USER, NOT_BLOCKED)
 # What nginx may repeat of each route's refusals (seckill.web.edge_cache).
 _SHARED = {BUY.endpoint: PURCHASE_REFUSALS, URL.endpoint: URL_REFUSALS}
 _ALLOWED = {BUY.endpoint: ("POST",), URL.endpoint: ("GET", "HEAD"),

@@ -20,6 +20,7 @@ from seckill.operator import activities, orders
 from seckill.sql.engine import ping
 from seckill.store.plumbing.connection import ping_redis
 from seckill.web import admission as admission_routes
+from seckill.web import blocks as blocks_routes
 from seckill.web import console as console_routes
 from seckill.web import operator as operator_routes
 from seckill.web.body import json_body, read_body
@@ -43,6 +44,7 @@ def register(app: Flask, limits: ColdLimits) -> None:
     app.register_blueprint(admission_routes.blueprint(limits))
     app.register_blueprint(operator_routes.blueprint())
     app.register_blueprint(console_routes.blueprint())
+    app.register_blueprint(blocks_routes.blueprint(limits))
 
 
 def _user(limits: ColdLimits) -> Blueprint:
