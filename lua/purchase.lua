@@ -9,11 +9,13 @@
 --                                  worker has stored it in the database)
 -- KEYS[3]  seckill:{<tag>}:orders  stream of decided orders (never trimmed by length)
 -- KEYS[4]  (sharded only) seckill:{<tag>}:claims   hash: user id -> "<claim id>|<held>"
+--          (with variants, never sharded) seckill:{<tag>}:items  hash: order id -> its items
 -- ARGV[1]  user id (already validated by the edge); on a `limit_by: person` activity
 --          "<person key>|<account>" (ids have no "|"): the buyer is the person (the buyers,
 --          claims, holds and expired hashes are keyed by the person key: one purchase per
 --          person), and the order's stream entry also names the account that bought
--- ARGV[2]  quantity (integer >= 1, already validated against the cached limit)
+-- ARGV[2]  quantity (integer >= 1, already validated against the cached limit); with
+--          variants, the items instead: "<vid>:<n>,<vid>:<n>" (include/variant_purchase.lua)
 -- ARGV[3]  activity id, written into the order id and the stream entry (data, not a key)
 -- then, with a payment window (meta payment_window > 0), holds, payments, expired
 --                                  (include/payment_hold.lua)
@@ -40,6 +42,9 @@
 --   {"bad_quantity", per_user_limit}
 --   {"uninitialized"}                  the meta hash is missing: Redis lost the activity
 --   {"wrong_kind", kind}               red-envelope packets are grabbed with grab.lua
+-- and with variants: {"unknown_variant", vid}, {"variant_sold_out", vid, left},
+--   {"variant_required"} (a plain quantity on an activity with variants), {"no_variants"}
+--   (items on one without), {"variant_keys"} (the items hash was not passed)
 -- and on a part of a sharded activity, never "sold_out" nor "insufficient_stock", but:
 --   {"borrow", claim_id, need}         this part has too few units: what it had is held by
 --                                      a claim, and `need` more are to be borrowed from the
@@ -67,8 +72,9 @@
 local CLAIM_LEASE_MS = 10000
 local sale_kind = 'stock'
 local sale_fields = {'per_user_limit', 'remaining', 'shards', 'payment_window', 'unlimited',
-  'total', 'sold', 'held'}
+  'total', 'sold', 'held', 'variants'}
 -- @include sale_opening
+-- @include variant_purchase
 -- @include record_order
 -- @include payment_hold
 if not meta[8] then
@@ -94,13 +100,28 @@ local existing = redis.call('HGET', KEYS[2], uid)
 if existing then
   return {'already_purchased', existing}
 end
-local hold, refusal = payment_hold(tonumber(meta[7]), shards > 1 and 5 or 4,
+local hold, refusal = payment_hold(tonumber(meta[7]), (shards > 1 or meta[12]) and 5 or 4,
   #KEYS - (#ARGV - rate_argv_offset) / 2, uid, now_ms)
 if refusal then
   return refusal
 end
 
 local qty = tonumber(ARGV[2])
+local items, encoded = nil, nil
+if meta[12] then  -- variants: the items name what is bought
+  if qty then
+    return {'variant_required'}
+  end
+  if #KEYS - (#ARGV - rate_argv_offset) / 2 < 4 then
+    return {'variant_keys'}
+  end
+  items, qty, encoded = variant_items(ARGV[2], per_user_limit)
+  if not items then
+    return encoded
+  end
+elseif not qty and string.find(ARGV[2], ':', 1, true) then
+  return {'no_variants'}
+end
 if not qty or qty < 1 or qty > per_user_limit or qty ~= math.floor(qty) then
   return {'bad_quantity', per_user_limit}
 end
@@ -137,6 +158,12 @@ end
 if unlimited then
   remaining = -1
 else
+  if items then
+    local refused = take_variants(items, remaining)
+    if refused then
+      return refused
+    end
+  end
   if remaining + held == 0 then
     return {'sold_out'}
   end
@@ -146,7 +173,7 @@ else
   remaining = redis.call('HINCRBY', KEYS[1], 'remaining', held - qty)
 end
 
-local order_id = record_order(uid, qty, ARGV[3], now_ms, shards, hold, account)
+local order_id = record_order(uid, qty, ARGV[3], now_ms, shards, hold, account, encoded)
 if hold then
   return {'ok', order_id, remaining, hold[3]}
 end

@@ -9,8 +9,11 @@
 -- payment_hold.lua; nil without a payment window) is {holds, payments, pay_by}: the order is
 -- held until pay_by, in the same step. `account` (nil unless the activity is limited by
 -- person, when `uid` is the person's key) is the account that bought: the entry names it.
+-- `items` (nil unless the activity has variants) is the order's "<vid>:<n>,..." text: the
+-- entry carries it and the items hash (KEYS[4]) keeps it under the order id, for the cancel
+-- and the expiry that return each unit to its variant.
 
-local function record_order(uid, qty, aid, now_ms, step, hold, account)
+local function record_order(uid, qty, aid, now_ms, step, hold, account, items)
   redis.call('HINCRBY', KEYS[1], 'sold', qty)
   local seq = redis.call('HINCRBY', KEYS[1], 'seq', step)
   local order_id = string.format('%s-%013d-%06d', aid, now_ms, seq)
@@ -26,6 +29,11 @@ local function record_order(uid, qty, aid, now_ms, step, hold, account)
   if account then
     entry[#entry + 1] = 'account'
     entry[#entry + 1] = account
+  end
+  if items then  -- variants (include/variant_purchase.lua): KEYS[4] is the items hash
+    redis.call('HSET', KEYS[4], order_id, items)
+    entry[#entry + 1] = 'items'
+    entry[#entry + 1] = items
   end
   redis.call('XADD', KEYS[3], '*', unpack(entry))
   return order_id

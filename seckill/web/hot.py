@@ -38,6 +38,7 @@ from seckill.domain import errors
 from seckill.domain.admission import DRAW
 from seckill.domain.clock import now_ms
 from seckill.domain.people import buyer
+from seckill.domain.variants import parse_purchase as parse_variant_purchase
 from seckill.store.sale.queue import AdmissionQueue
 from seckill.store.sale.state import SaleState
 from seckill.web.body import (
@@ -171,8 +172,12 @@ class HotRoutes:
     def buy(self, passage: Passage, environ: WSGIEnviron) -> dict[str, Any]:
         """A purchase the edge let through: the body's quantity, then the script's decision."""
         activity = passage.require_activity()
-        quantity = parse_quantity(json_body(read_body(environ), allow_empty=True),
-                                  activity.per_user_limit)
+        body = json_body(read_body(environ), allow_empty=True)
+        if activity.variants:  # the body names the variants bought (seckill/domain/variants.py)
+            items = parse_variant_purchase(body, activity.variants, activity.per_user_limit)
+            return self.sale.purchase_items(activity, passage.require_uid(), items,
+                                            person=passage.person).body()
+        quantity = parse_quantity(body, activity.per_user_limit)
         return self.sale.purchase(activity, passage.require_uid(), quantity,
                                   person=passage.person).body()
 

@@ -86,6 +86,15 @@ class KeySpace:
         the person (their one place; the person's other accounts may not join)."""
         return f"{self.prefix}:{{{aid}}}:joined"
 
+    def items(self, aid: str) -> str:
+        """Hash (an activity with variants): order id -> its items, ``<vid>:<n>,...``: which
+        variant each unit of the order came from, for its cancel and its expiry."""
+        return f"{self.prefix}:{{{aid}}}:items"
+
+    def variant_purchase_keys(self, aid: str) -> list[str]:
+        """The KEYS of ``lua/purchase.lua`` on an activity with variants (never sharded)."""
+        return [self.meta(aid), self.buyers(aid), self.orders(aid), self.items(aid)]
+
     def payment_keys(self, aid: str) -> list[str]:
         """The KEYS a sale script adds for an activity with a payment window
         (``lua/include/payment_hold.lua``)."""
@@ -94,7 +103,7 @@ class KeySpace:
     def expire_keys(self, aid: str) -> list[str]:
         """The KEYS of ``lua/expire.lua``."""
         return [self.meta(aid), self.buyers(aid), self.cancelled(aid), self.orders(aid),
-                self.packets(aid), self.amounts(aid), *self.payment_keys(aid)]
+                self.packets(aid), self.amounts(aid), *self.payment_keys(aid), self.items(aid)]
 
     def pay_keys(self, aid: str) -> list[str]:
         """The KEYS of ``lua/pay.lua``."""
@@ -148,7 +157,8 @@ class KeySpace:
     def cancel_keys(self, aid: str) -> list[str]:
         """The KEYS of ``lua/cancel.lua``."""
         return [self.meta(aid), self.buyers(aid), self.cancelled(aid), self.orders(aid),
-                self.packets(aid), self.amounts(aid), self.holds(aid), self.payments(aid)]
+                self.packets(aid), self.amounts(aid), self.holds(aid), self.payments(aid),
+                self.items(aid)]
 
     def stock_returned_channel(self) -> str:
         """Pub/sub: an activity id is published here when units come back (cancel, restock),

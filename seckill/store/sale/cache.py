@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from seckill.domain import errors
 from seckill.domain.activities import Activity, is_activity_id
+from seckill.domain.variants import Items
 from seckill.store.plumbing.connection import background_client, close_client
 from seckill.store.sale.activities import ActivityStore
 from seckill.store.sale.meta import activity_from_meta
@@ -111,6 +112,21 @@ class ActivityCache:
         if copy is not None and copy.activity is not None and copy.activity.remaining:
             left = max(0, copy.activity.remaining - quantity)
             copy.activity = dataclasses.replace(copy.activity, remaining=left)
+
+    def note_variants(self, aid: str, sold: Items = (), left: tuple[str, int] | None = None
+                      ) -> None:
+        """Fold a purchase of variants into the copy: ``sold`` units counted off their
+        variants, or ``left``, (variant, units) the script said remain; the next refresh reads
+        them all again."""
+        copy = self._copies.get(aid)
+        if copy is None or copy.activity is None or not copy.activity.variants:
+            return
+        taken = dict(sold)
+        variants = tuple(
+            dataclasses.replace(v, remaining=max(0, v.remaining - taken.get(v.id, 0)))
+            if left is None or v.id != left[0] else dataclasses.replace(v, remaining=left[1])
+            for v in copy.activity.variants)
+        copy.activity = dataclasses.replace(copy.activity, variants=variants)
 
     def forget(self, aid: str | None = None) -> None:
         """Drop the copy of ``aid`` (of every activity: None); the next request loads it."""

@@ -26,6 +26,7 @@ from seckill.domain import errors
 from seckill.store.plumbing.connection import Client, background_client, close_client
 from seckill.store.plumbing.keys import KeySpace, split_buyer_entry
 from seckill.store.plumbing.shards import part_tags
+from seckill.store.sale.variant_flags import VariantFlags
 
 log = logging.getLogger("seckill.soldout")
 
@@ -84,6 +85,8 @@ class SoldOutBoard:
         self._subscribed = threading.Event()
         self._listener: threading.Thread | None = None
         self._listen_lock = threading.Lock()
+        # Flags per variant (issue #26), kept honest by this board's listener and check.
+        self.variants = VariantFlags(client, keys, max_winners)
 
     @property
     def vouched(self) -> bool:
@@ -215,6 +218,19 @@ class SoldOutBoard:
             sum(int(p[4] or 0) for p in parts) == sum(int(p[5] or 0) for p in parts))
         return tuple(state), winners, empty
 
+    def variant_refusal(self, aid: str, buyer: str, vids: list[str]
+                        ) -> errors.SeckillError | None:
+        """The answer to a purchase of these variants when one of them is flagged sold out
+        (None: ask the script; always None while the background check is not vouched for)."""
+        if not self._vouched:
+            return None
+        return self.variants.refusal(aid, buyer, vids)
+
+    def mark_variant(self, aid: str, vid: str) -> None:
+        """The script said variant ``vid`` of ``aid`` has no unit left: flag it here."""
+        self.ensure_listening()
+        self.variants.mark(aid, vid)
+
     def note_sale(self, aid: str) -> None:
         """A purchase went through: whatever this process believed, the activity is not sold
         out (a flag another process still holds is dropped by its background check)."""
@@ -223,6 +239,7 @@ class SoldOutBoard:
     def clear(self, aid: str | None = None) -> None:
         """Drop the flag of ``aid`` (every flag: None) and tell the ``on_clear`` callbacks."""
         self._clears += 1
+        self.variants.clear(aid)
         if aid is None:
             self._flags.clear()
         else:
@@ -245,6 +262,7 @@ class SoldOutBoard:
                 self._flags.pop(aid, None)  # not a change of state: the activity copy stays
         if due:
             self._verify(due, self._background)
+        self.variants.check(self._background)
 
     def _verify(self, flags: list[tuple[str, _Flag]], client: Client) -> None:
         """Read the flagged activities' state (one round trip); drop the flags it no longer

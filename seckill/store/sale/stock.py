@@ -11,6 +11,7 @@ nothing.) How a script is run, durably: ``seckill.store.plumbing.durable``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -20,6 +21,7 @@ from seckill.domain.activities import PACKETS, STOCK
 from seckill.domain.clock import iso_from_ms
 from seckill.domain.orders import Purchase
 from seckill.domain.people import script_buyer
+from seckill.domain.variants import Items, encode_items
 from seckill.store.plumbing.durable import LOST, DurableRunner, FollowUp
 from seckill.store.plumbing.keys import KeySpace, split_buyer_entry
 from seckill.store.plumbing.scripts import Scripts
@@ -84,6 +86,36 @@ class Purchases:
                 break
         return _outcome(self._checked(aid, reply), quantity, kind == PACKETS)
 
+    def purchase_items(self, aid: str, uid: str, items: Items, window: int = 0,
+                       then: FollowUp | None = None, argv_user: str | None = None) -> Purchase:
+        """Buy ``items`` of an activity with variants (never sharded, never packets): the same
+        one EVALSHA of ``lua/purchase.lua`` as :meth:`purchase`, all or nothing, with the items
+        in the quantity's place and the activity's items hash as KEYS[4]. ``argv_user``: the
+        buyer as the script reads it, when not ``uid`` (a person-limited activity's)."""
+        quantity = sum(n for _, n in items)
+        args: list[Any] = [argv_user or uid, encode_items(items), aid]
+        rate_keys = [self.keys.rate(aid, "purchase", uid, window) for _, window in self.rates]
+        rate_args = [n for rate in self.rates for n in rate]
+        restored = False
+        reply: Any = None
+        for _ in range(3):  # at most one rebuild, one change of keys
+            keys = self.keys.variant_purchase_keys(aid) + (
+                self.keys.payment_keys(aid) if window else [])
+            reply = self._run(self.scripts.purchase, keys + rate_keys, args + rate_args, then)
+            rate_keys, rate_args = [], []  # a retry of this attempt is not counted again
+            if reply[0] in LOST and not restored:
+                self.runner.restore(aid)
+                restored = True
+            elif reply[0] == "payment_keys" and not window:
+                window = 1
+            else:
+                break
+        reply = self._checked(aid, reply)
+        refusal = _variant_refusal(reply)
+        if refusal is not None:
+            raise refusal
+        return dataclasses.replace(_outcome(reply, quantity, False), items=items)
+
     def _checked(self, aid: str, reply: Any) -> Any:
         """The script's reply, unless its counters disagree (``lua/purchase.lua``): then
         503 ``inconsistent``, logged once per activity in this process."""
@@ -95,6 +127,24 @@ class Purchases:
                       "until `seckill reconcile %s --repair` makes them agree with the "
                       "database", aid, " ".join(str(v) for v in reply[1:]), aid)
         raise errors.Unavailable(INCONSISTENT, detail="inconsistent")
+
+
+def _variant_refusal(reply: list[Any]) -> errors.SeckillError | None:
+    """The refusals only a purchase of variants can get (None for any other reply)."""
+    kind = reply[0]
+    if kind == "unknown_variant":
+        return errors.UnknownVariant(variant=str(reply[1]))
+    if kind == "variant_sold_out":
+        return errors.VariantSoldOut(variant=str(reply[1]), remaining=max(0, int(reply[2])))
+    if kind == "variant_required":
+        return errors.BadRequest('this activity has variants: say which, {"variant": "<id>"} '
+                                 'or {"items": [...]}', field="variant")
+    if kind == "no_variants":
+        return errors.BadRequest("this activity has no variants", field="variant")
+    if kind == "bad_quantity":
+        return errors.BadRequest(f"at most {int(reply[1])} units in all, one entry per variant, "
+                                 "each of 1 or more", field="items")
+    return None
 
 
 def _outcome(reply: list[Any], quantity: int, packets: bool) -> Purchase:
