@@ -17,12 +17,11 @@ from typing import Any
 from seckill.domain import errors
 from seckill.domain.activities import USER_ID, is_activity_id
 from seckill.domain.clock import iso_from_ms
+from seckill.domain.people import PERSON_ID
 
 USER = "user"
 PERSON = "person"
 KINDS = (USER, PERSON)
-# The contract's person id (the claim's value): what a login service may put there.
-PERSON_ID = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
 _IDS = {USER: USER_ID, PERSON: PERSON_ID}
 _ID_RULES = {USER: "[A-Za-z0-9_.@-]{1,64}", PERSON: "[A-Za-z0-9_.:@-]{1,128}"}
 MAX_REASON = 200
