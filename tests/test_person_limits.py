@@ -5,8 +5,10 @@ The claim (absent, malformed: 401), the activity field (400s, the view), 403
 ``verification_required`` on every route of a person-limited activity, 30 accounts of one
 person racing for one purchase, the person's order seen from any of their accounts (and its id
 in the 409), ``hold_expired`` per person, the order in the database naming the account, a
-rebuild, and a draw of 50 accounts of one person among 10 other people: one entry, at most one
-drawn, the draw recomputed from the seed and the published entries (never the raw claim).
+rebuild, a draw of 50 accounts of one person among 10 other people (one entry, at most one
+account drawn, the draw recomputed from the seed and the published entries, never the raw
+claim), a purchase's one round trip, and a sharded activity on the cluster (one home part per
+person, a borrow settled for the person).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
@@ -27,6 +28,7 @@ from edge.identity import mint_user_token
 from seckill.domain.clock import now_ms
 from seckill.domain.people import PERSON_KEY
 from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.shards import part_tags
 from seckill.worker.expiry import Expirer
 from tests.admission_helpers import independent_order, queued_activity, wait_for_start
 from tests.conftest import ADMIN, JWT_SECRET, create_activity, expect, iso
@@ -127,7 +129,7 @@ def test_limit_by_is_validated_and_needs_the_claim(client: FlaskClient,
 
 def test_thirty_accounts_of_one_person_racing_buy_once(
         app: Flask, client: FlaskClient, settings: Any, database_url: str,
-        rds: redis.Redis, prefix: str) -> None:
+        rds: Any, prefix: str) -> None:
     aid = person_activity(client, total=100, per_user_limit=1)
     accounts = [f"farm-{i}" for i in range(30)]
     start = threading.Barrier(len(accounts))
@@ -175,7 +177,7 @@ def test_thirty_accounts_of_one_person_racing_buy_once(
 
 
 def test_the_person_s_order_and_expired_hold_are_seen_from_every_account(
-        app: Flask, client: FlaskClient, rds: redis.Redis, prefix: str) -> None:
+        app: Flask, client: FlaskClient, rds: Any, prefix: str) -> None:
     aid = person_activity(client, total=2, payment_window=3600)
     bought = expect(buy_as(client, aid, "acct-a", "pat"), 200)
     status = status_as(client, aid, "acct-b", "pat")
@@ -196,7 +198,7 @@ def test_the_person_s_order_and_expired_hold_are_seen_from_every_account(
 
 
 def test_a_rebuilt_person_activity_still_knows_its_people(
-        app: Flask, client: FlaskClient, settings: Any, rds: redis.Redis, prefix: str) -> None:
+        app: Flask, client: FlaskClient, settings: Any, rds: Any, prefix: str) -> None:
     aid = person_activity(client, total=3)
     order_id = expect(buy_as(client, aid, "one", "quinn"), 200)["order_id"]
     with built_worker(settings) as worker:
@@ -260,7 +262,7 @@ def join_as(client: FlaskClient, aid: str, uid: str, person: str) -> Any:
 
 
 def test_fifty_accounts_of_one_person_are_one_entry_of_a_draw(
-        client: FlaskClient, farm_draw: dict[str, Any], rds: redis.Redis, prefix: str) -> None:
+        client: FlaskClient, farm_draw: dict[str, Any], rds: Any, prefix: str) -> None:
     aid, entries = farm_draw["id"], farm_draw["entries"]
     # Published entries: the per-draw salted HMAC of the person, never the claim itself (nor
     # its plain hash, which anyone could compute from a guessed phone number).
@@ -317,3 +319,73 @@ def test_a_drawn_person_buys_once_from_all_their_accounts(client: FlaskClient) -
     state = expect(client.get(f"/seckill/{aid}/queue/state"), 200)
     assert (state["remaining"], state["admitted"]) == (2, 0)
     expect(join_as(client, aid, "late", "late-person"), 403, "entries_closed")
+
+
+def test_a_person_s_purchase_is_one_round_trip_as_a_user_s(client: FlaskClient, rds: Any) -> None:
+    """20 purchases on an activity limited by user, then 20 limited by person: the same one
+    EVALSHA each, and as many server socket reads (the background threads' few aside)."""
+    by_user = create_activity(client, total=100)["id"]
+    by_person = person_activity(client, total=100)
+
+    def counts() -> tuple[int, int]:
+        calls: Any = rds.info("commandstats")
+        reads: Any = rds.info("stats")
+        return (int(calls.get("cmdstat_evalsha", {}).get("calls", 0)),
+                int(reads["total_reads_processed"]))
+
+    spent = {}
+    for aid, person in ((by_user, None), (by_person, "someone")):
+        sent = [headers(f"rt-{i}") if person is None else headers(f"rt-{i}", f"{person}-{i}")
+                for i in range(21)]
+        urls = [expect(client.get(f"/seckill/url?activity={aid}", headers=h), 200)["url"]
+                for h in sent]
+        expect(client.post(urls[0], headers=sent[0]), 200)  # warm: the copy, the script
+        evalsha0, reads0 = counts()
+        for url, h in zip(urls[1:], sent[1:], strict=True):
+            expect(client.post(url, headers=h), 200)
+        evalsha1, reads1 = counts()
+        spent[aid] = (evalsha1 - evalsha0, reads1 - reads0)
+    assert spent[by_user][0] == spent[by_person][0] == 20, spent
+    assert spent[by_person][1] <= spent[by_user][1] + 10, spent
+
+
+@pytest.mark.parametrize("redis_backend", ["cluster"], indirect=True)
+def test_a_sharded_activity_keeps_a_person_s_accounts_on_one_part(
+        app: Flask, client: FlaskClient, rds: Any, prefix: str) -> None:
+    """4 parts of 1 unit each, on the cluster; 12 accounts of one person race for 2 units: the
+    home part (the person's) borrows a unit from another part and settles one order, which
+    names the account; every other account is refused."""
+    aid = person_activity(client, total=4, shards=4, per_user_limit=2)
+    accounts = [f"shard-{i}" for i in range(12)]
+    urls = {uid: expect(client.get(f"/seckill/url?activity={aid}",
+                                   headers=headers(uid, "sharer")), 200)["url"]
+            for uid in accounts}
+    start = threading.Barrier(len(accounts))
+    answers: dict[str, Any] = {}
+
+    def race(uid: str) -> None:
+        own = app.test_client()
+        start.wait(10)
+        answers[uid] = own.post(urls[uid], json={"quantity": 2}, headers=headers(uid, "sharer"))
+
+    threads = [threading.Thread(target=race, args=(uid,)) for uid in accounts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    winners = [uid for uid, r in answers.items() if r.status_code == 200]
+    assert len(winners) == 1, {u: r.get_json() for u, r in answers.items()}
+    refused = {r.get_json()["error"] for r in answers.values() if r.status_code != 200}
+    assert refused <= {"already_purchased", "purchase_in_progress"}, refused
+    order_id = answers[winners[0]].get_json()["order_id"]
+    for uid in accounts[:4]:  # once settled, every account gets the person's order
+        again = expect(client.post(urls[uid], json={"quantity": 2},
+                                   headers=headers(uid, "sharer")), 409, "already_purchased")
+        assert again["order_id"] == order_id
+    keys = KeySpace(prefix)
+    entries = [fields for tag in part_tags(aid, 4) for _, fields in rds.xrange(keys.orders(tag))
+               if fields.get("type", "purchase") == "purchase"]
+    assert [(e["order_id"], e["account"], e["quantity"]) for e in entries] == [
+        (order_id, winners[0], "2")]
+    assert client.get(f"/seckill/activities/{aid}").get_json()["remaining"] == 2
+    expect(buy_as(client, aid, "shard-0", "other-person"), 200)

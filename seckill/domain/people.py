@@ -23,12 +23,9 @@ import hashlib
 import hmac
 import re
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from seckill.domain import errors
-
-if TYPE_CHECKING:
-    from seckill.domain.activities import Activity
 
 PERSON_ID = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
 PERSON_KEY = re.compile(r"p:[A-Za-z0-9_-]{22}")
@@ -62,7 +59,20 @@ def person_key(salt: str, person: str) -> str:
     return "p:" + base64.urlsafe_b64encode(tag).decode("ascii")[:22]
 
 
-def buyer(activity: Activity, uid: str, person: str | None) -> str:
+class Limited(Protocol):
+    """What :func:`buyer` reads of an activity (``seckill.domain.activities.Activity``, which
+    imports this module)."""
+
+    @property
+    def limit_by(self) -> str:
+        """``user`` or ``person``."""
+
+    @property
+    def person_salt(self) -> str | None:
+        """The secret salt of a person-limited activity's keys."""
+
+
+def buyer(activity: Limited, uid: str, person: str | None) -> str:
     """Who buys on ``activity``: the user, or on a person-limited activity the person's key.
     A user whose token names no person may not take part there: 403
     ``verification_required``."""
