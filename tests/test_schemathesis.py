@@ -37,7 +37,7 @@ from tests.servers import REPO_ROOT, gunicorn_server
 
 FUZZER = "fuzzer@example.com"
 # Per operation and phase; SECKILL_SCHEMATHESIS_EXAMPLES=5000 for a deeper run by hand.
-MAX_EXAMPLES = int(os.environ.get("SECKILL_SCHEMATHESIS_EXAMPLES") or 400)
+MAX_EXAMPLES = int(os.environ.get("SECKILL_SCHEMATHESIS_EXAMPLES") or 200)
 STATEFUL_EXAMPLES = MAX_EXAMPLES  # scenarios of the stateful phase (each up to 10 calls)
 # schemathesis's default answers to a valid request, and to an invalid one.
 ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
