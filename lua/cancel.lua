@@ -13,6 +13,8 @@
 -- KEYS[6]  seckill:{<aid>}:amounts    hash: user id -> amount of their live grab (packets)
 -- KEYS[7]  seckill:{<aid>}:holds      KEYS[8] seckill:{<aid>}:payments (a payment window's:
 --          a cancelled order is no longer held, and an unpaid one no longer due)
+-- KEYS[9]  seckill:{<aid>}:items      hash: order id -> "<vid>:<n>,..." (an activity with
+--          variants: each unit goes back to its variant, include/variant_return.lua)
 -- ARGV[1]  order id   ARGV[2] user id   ARGV[3] quantity   ARGV[4] activity id (data)
 --
 -- Returns:
@@ -24,10 +26,15 @@
 --                                before it): only the database can say; nothing changes
 --   {"inconsistent", remaining, total}   giving the units back would exceed total: refused
 --   {"no_amount"}                a live grab whose amount is unknown: refused, nothing changes
+--   {"no_items"}                 an order of an activity with variants whose items are
+--                                unknown: refused, nothing changes
+--   {"inconsistent", remaining, total, vid}  a variant's units back would exceed its total
 
 -- @include sale_window
+-- @include variant_return
 
-local meta = redis.call('HMGET', KEYS[1], 'remaining', 'total', 'kind', 'unlimited')
+local meta = redis.call('HMGET', KEYS[1], 'remaining', 'total', 'kind', 'unlimited',
+  'variants')
 if not meta[1] then
   return {'uninitialized'}
 end
@@ -60,6 +67,18 @@ if packets then
   qty = 1
 end
 
+local items = nil
+if meta[5] then
+  items = KEYS[9] and redis.call('HGET', KEYS[9], order_id)
+  if not items then
+    return {'no_items'}
+  end
+  local units, refused = check_return(items)
+  if refused then
+    return refused
+  end
+  qty = units  -- the order's own record: its units, whatever the caller read
+end
 if not unlimited then
   if remaining + qty > total then
     return {'inconsistent', remaining, total}
@@ -67,6 +86,9 @@ if not unlimited then
   remaining = redis.call('HINCRBY', KEYS[1], 'remaining', qty)
 end
 redis.call('HINCRBY', KEYS[1], 'sold', -qty)
+if items then
+  return_units(items)
+end
 if packets then
   redis.call('RPUSH', KEYS[5], amount)
   redis.call('HDEL', KEYS[6], uid)

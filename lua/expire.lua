@@ -7,6 +7,7 @@
 --
 -- KEYS[1] :meta  KEYS[2] :buyers  KEYS[3] :cancelled  KEYS[4] :orders  KEYS[5] :packets
 -- KEYS[6] :amounts  KEYS[7] :holds  KEYS[8] :payments  KEYS[9] :expired   (one hash tag)
+-- KEYS[10] :items (an activity with variants: each unit goes back to its variant)
 -- ARGV[1]  activity id (data)   ARGV[2] the most orders to expire in this call
 --
 -- Returns {"expired", orders expired, units returned, orders still past due}: the caller
@@ -18,8 +19,9 @@
 -- between calls leaves every unexpired order in `holds` for the next call.
 
 -- @include sale_window
+-- @include variant_return
 
-local meta = redis.call('HMGET', KEYS[1], 'remaining', 'kind', 'unlimited')
+local meta = redis.call('HMGET', KEYS[1], 'remaining', 'kind', 'unlimited', 'variants')
 if not meta[1] then
   return {'uninitialized'}
 end
@@ -60,6 +62,10 @@ for i = 1, #due, 2 do
       end
       if counted then
         redis.call('HINCRBY', KEYS[1], 'remaining', back)
+      end
+      local items = meta[4] and KEYS[10] and redis.call('HGET', KEYS[10], order_id)
+      if items then
+        return_units(items)
       end
       redis.call('HINCRBY', KEYS[1], 'sold', -qty)
       redis.call('HDEL', KEYS[2], uid)

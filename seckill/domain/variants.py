@@ -205,3 +205,17 @@ def stats_body(variants: Iterable[Variant]) -> dict[str, dict[str, int]]:
 def totals(variants: Iterable[Variant]) -> Mapping[str, int]:
     """Each variant's total, by id."""
     return {v.id: v.total for v in variants}
+
+
+def with_sold(variants: Iterable[Variant], orders: Iterable[Items | None]) -> tuple[Variant, ...]:
+    """``variants`` (each at its total) with the units the live ``orders`` hold of each sold
+    and the rest remaining: what a rebuild from the database puts back. A variant whose
+    orders hold more than its total is left with none remaining (its counters then disagree,
+    and reconcile says so)."""
+    sold: dict[str, int] = {}
+    for items in orders:
+        for vid, n in items or ():
+            sold[vid] = sold.get(vid, 0) + n
+    return tuple(dataclasses.replace(v, sold=sold.get(v.id, 0),
+                                     remaining=max(0, v.total - sold.get(v.id, 0)))
+                 for v in variants)

@@ -14,7 +14,7 @@ from seckill.store.sale import catalog
 from seckill.store.sale.controls import MAX_PAGE
 
 __all__ = ["MAX_PAGE", "checked_add", "create", "current", "edit", "find", "new_activity",
-           "page", "restock"]
+           "page", "restock", "restock_variant"]
 
 
 def find(services: Services, aid: str) -> Activity:
@@ -77,6 +77,26 @@ def checked_add(add: Any) -> int:
         raise errors.BadRequest(f"add must be an integer in -{MAX_TOTAL}..{MAX_TOTAL} (the units "
                                 "to add; negative removes unsold units)", field="add")
     return add
+
+
+def restock_variant(services: Services, activity: Activity, add: Any, vid: Any) -> Activity:
+    """Add ``add`` units to one variant of an activity with variants (negative: remove
+    unsold ones); ``vid`` is required there and only there (400 naming ``variant``), and must
+    be one of its variants (404 ``unknown_variant``). Returns the activity as Redis holds it
+    now, its variants' numbers included."""
+    if not activity.variants:
+        raise errors.BadRequest("this activity has no variants: restock it with {\"add\": n}",
+                                field="variant")
+    if vid is None:
+        raise errors.BadRequest("this activity has variants: say which to restock, "
+                                "{\"add\": n, \"variant\": \"<id>\"}", field="variant")
+    if not isinstance(vid, str):
+        raise errors.BadRequest("variant must be a variant id (a string)", field="variant")
+    if vid not in {v.id for v in activity.variants}:
+        raise errors.UnknownVariant(variant=vid[:40])
+    services.restocks.restock_variant(activity.id, vid, checked_add(add))
+    services.sale.returned(activity.id)
+    return services.controls.current(activity.id)
 
 
 def restock(services: Services, activity: Activity, add: Any) -> Activity:

@@ -68,8 +68,10 @@ def _user(limits: ColdLimits) -> Blueprint:
         passage = edge.passage()
         # A person-limited activity's order is the person's, whichever account asks.
         who = buyer(activity, passage.require_uid(), passage.person)
-        status = found.orders.order_status(aid, who)
-        return found.payments.annotate(aid, status).body()
+        status = found.payments.annotate(aid, found.orders.order_status(aid, who))
+        if activity.variants:  # which variant each unit is
+            status = found.orders.with_items(aid, status)
+        return status.body()
 
     return bp
 
@@ -90,8 +92,12 @@ def _admin(limits: ColdLimits) -> Blueprint:
         found = services()
         activity = activities.find(found, aid)
         body = _json_body(allow_empty=False)
-        if not isinstance(body, dict) or set(body) != {"add"}:
-            raise errors.BadRequest('the body must be {"add": <integer>}')
+        if not isinstance(body, dict) or "add" not in body or set(body) - {"add", "variant"}:
+            raise errors.BadRequest('the body must be {"add": <integer>}, with "variant": '
+                                    '"<id>" on an activity with variants')
+        if activity.variants or "variant" in body:
+            return activities.restock_variant(found, activity, body["add"],
+                                              body.get("variant")).public(now_ms())
         return activities.restock(found, activity, body["add"]).public(now_ms())
 
     @bp.post("/admin/orders/<order_id>/cancel")

@@ -12,6 +12,7 @@ import redis
 
 from seckill.domain import errors
 from seckill.domain.orders import CANCELLED, OrderStatus, activity_of_order
+from seckill.domain.variants import decode_items
 from seckill.sql.book import OrderBook
 from seckill.store.plumbing.connection import Client, unavailable
 from seckill.store.plumbing.durable import DurableRunner
@@ -111,6 +112,10 @@ class Orders:
         if outcome == "no_amount":
             log.error("refusing to cancel %s: Redis does not know its packet's amount", order_id)
             raise errors.SeckillError("the grab's amount is unknown; run seckill reconcile")
+        if outcome == "no_items":
+            log.error("refusing to cancel %s: Redis does not know which variants its units "
+                      "are", order_id)
+            raise errors.SeckillError("the order's variants are unknown; run seckill reconcile")
         if outcome != "ok":
             raise errors.SeckillError(f"unexpected script reply {outcome!r}")
         # The database row may not exist yet (order still pending): the worker applies the
@@ -122,3 +127,17 @@ class Orders:
             total, sold, _ = numbers(self.sharded.parts(self.client, aid, self.parts.count(aid)))
             remaining = total - sold if total >= 0 else -1
         return None if remaining < 0 else remaining
+
+    def with_items(self, aid: str, status: OrderStatus) -> OrderStatus:
+        """``status`` with its order's items (an activity with variants): from the
+        activity's items hash, else (a rebuilt activity's older order) from the database."""
+        if status.order_id is None:
+            return status
+        try:
+            raw = self.client.hget(self.keys.items(aid), status.order_id)
+        except redis.RedisError as exc:
+            raise unavailable(exc) from exc
+        if raw is not None:
+            return dataclasses.replace(status, items=decode_items(str(raw)))
+        stored = self.book.find_order(status.order_id)
+        return status if stored is None else dataclasses.replace(status, items=stored.items)

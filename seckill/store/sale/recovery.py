@@ -29,6 +29,7 @@ from seckill.domain.orders import (
     live_and_cancelled,
     order_seq,
 )
+from seckill.domain.variants import encode_items, with_sold
 from seckill.sql.book import OrderBook
 from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import CONFIRMED_SUFFIX, KeySpace
@@ -195,9 +196,10 @@ class Restorer:
         seq = max((order_seq(o.order_id) for o in stored), default=0)
 
         buyers_key, cancelled_key = self.keys.buyers(aid), self.keys.cancelled(aid)
-        amounts_key = self.keys.amounts(aid)
+        amounts_key, items_key = self.keys.amounts(aid), self.keys.items(aid)
         pipe = self.client.pipeline(transaction=False)
-        for stale in (buyers_key, cancelled_key, amounts_key, *self.keys.payment_keys(aid)):
+        for stale in (buyers_key, cancelled_key, amounts_key, *self.keys.payment_keys(aid),
+                      items_key):
             pipe.delete(stale)  # one DEL each: a cluster pipeline refuses a DEL of several keys
         for chunk in _chunks([(u, o.order_id + CONFIRMED_SUFFIX) for u, o in live.items()]):
             pipe.hset(buyers_key, mapping=dict(chunk))
@@ -209,9 +211,16 @@ class Restorer:
             for chunk in _chunks(grabbed):
                 pipe.hset(amounts_key, mapping=dict(chunk))
         paid, expired = restore_payments(pipe, self.keys, aid, stored)
+        # Which variant each unit of every stored order is (its cancel or expiry gives each
+        # back to its own); the variants' counters follow from the live ones.
+        itemized = [(o.order_id, encode_items(o.items)) for o in stored if o.items]
+        for chunk in _chunks(itemized):
+            pipe.hset(items_key, mapping=dict(chunk))
         pipe.execute()
 
-        restored = dataclasses.replace(activity, remaining=remaining)
+        restored = dataclasses.replace(
+            activity, remaining=remaining,
+            variants=with_sold(activity.variants, (o.items for o in live.values())))
         fields = meta_fields(restored, now_ms())
         fields = set_field(set_field(fields, "sold", sold), "seq", seq)
         if activity.payment_window:

@@ -9,6 +9,7 @@ from typing import Any
 
 import redis
 
+from seckill.domain import errors
 from seckill.domain.activities import MAX_TOTAL
 from seckill.sql.book import OrderBook
 from seckill.store.plumbing.connection import Client, unavailable
@@ -55,6 +56,29 @@ class Restocks:
         restock_refusal(reply, add)
         total, remaining = int(reply[1]), int(reply[2])
         self.book.set_total(aid, total)
+        if add > 0:
+            self.announce_stock_returned(aid)
+        return total, remaining
+
+    def restock_variant(self, aid: str, vid: str, add: int) -> tuple[int, int]:
+        """Add (or, negative, remove unsold) units of one variant of an activity with
+        variants (never sharded): the variant's total and remaining move with the activity's,
+        in one ``lua/restock.lua`` call, within the same bounds (a removal: the variant's
+        unsold units). The database's totals follow. Returns the activity's (total,
+        remaining)."""
+        try:
+            reply = self.runner.run_restoring(aid, self.scripts.restock, [self.keys.meta(aid)],
+                                              [add, MAX_TOTAL, vid])
+        except redis.RedisError as exc:
+            raise unavailable(exc) from exc
+        if reply[0] == "unknown_variant":
+            raise errors.UnknownVariant(variant=vid)
+        if reply[0] in ("variant_required", "no_variants"):
+            raise errors.BadRequest("variant is required on an activity with variants, and "
+                                    "only there", field="variant")
+        restock_refusal(reply, add)
+        total, remaining, variant_total = int(reply[1]), int(reply[2]), int(reply[3])
+        self.book.set_variant_total(aid, vid, variant_total, total)
         if add > 0:
             self.announce_stock_returned(aid)
         return total, remaining
