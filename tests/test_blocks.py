@@ -71,6 +71,14 @@ def test_a_blocked_user_is_refused_everywhere_until_the_block_is_lifted(client):
     expect(client.post(held, headers=user_headers("mallory")), 200)
 
 
+def test_a_new_process_refuses_the_blocked_from_its_first_answer(client, make_app):
+    aid = create_activity(client)["id"]
+    block(client, user="mallory")
+    fresh = make_app().test_client()  # another gateway process on the same stores
+    expect(fresh.get(f"/seckill/url?activity={aid}", headers=user_headers("mallory")), 403,
+           "blocked")
+
+
 def test_a_block_on_one_activity_leaves_the_others_and_blocking_again_replaces_the_reason(
         client):
     aid = create_activity(client)["id"]
