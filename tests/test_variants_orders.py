@@ -13,14 +13,25 @@ import time
 import uuid
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
+from flask import Flask
+from flask.testing import FlaskClient
 
 from seckill.worker.expiry import Expirer
 from seckill.worker.orders import OrdersWorker
 from tests.admission_helpers import join, poll
 from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect, iso, order_status, user_headers
+from tests.openapi_check import CheckedClient
 
 pytestmark = BOTH_BACKENDS
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    """The test client, every answer checked against the OpenAPI document."""
+    app.test_client_class = CheckedClient
+    return app.test_client()
 
 
 def _activity(client: Any, per_user_limit: int = 3, **fields: Any) -> str:
@@ -161,6 +172,7 @@ def test_the_queue_admits_no_more_than_the_units_of_every_variant(client):
             break
         assert time.monotonic() < deadline, statuses
         time.sleep(0.05)
+    statuses = {uid: poll(client, aid, uid) for uid in users}  # a whole round after the start
     admitted = [uid for uid, s in statuses.items() if s["status"] == "admitted"]
     assert len(admitted) == 3  # the units of both variants, no more
     first = admitted[0]

@@ -32,6 +32,7 @@ from seckill.ops.commands import (
     units_arg,
 )
 from seckill.ops.sale_commands import add_sale_verbs
+from seckill.ops.variant_options import add_restock_variant, add_variant_options
 
 MAX_TOKEN_TTL = 30 * 24 * 3600
 IP_RATE = re.compile(r"off|[1-9][0-9]{0,6}r/[sm]")
@@ -298,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--challenge", action="store_true",
                         help="queue/draw: joining needs a solved proof-of-work challenge")
     add_product_options(create)
+    add_variant_options(create)
     create.set_defaults(handler=cmd_activity_create)
     add_sale_verbs(verbs)
     show = verbs.add_parser("show", help="print an activity (reads only)")
@@ -308,6 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     restock.add_argument("id")
     restock.add_argument("units", type=units_arg, help="units to add; e.g. 50, or -5")
+    add_restock_variant(restock)
     restock.set_defaults(handler=cmd_activity_restock)
     factor = verbs.add_parser(
         "admission", help="set a queue's admission factor live (admitted <= units left x it)")

@@ -25,6 +25,7 @@ from seckill.ops.command_store import (
     store_services,
 )
 from seckill.ops.up import redact_url
+from seckill.ops.variant_options import variants_body
 
 if TYPE_CHECKING:
     from seckill.domain.activities import Activity
@@ -78,6 +79,9 @@ def _activity_body(args: argparse.Namespace) -> dict[str, Any]:
     if args.challenge:
         body["challenge"] = True
     body.update(_product(args).body())
+    listed = variants_body(args)
+    if listed is not None:  # the API refuses them with packets, or with a total
+        body["variants"] = listed
     if args.kind == PACKETS:
         # The admin API's validation says what is missing or misplaced.
         body["kind"] = PACKETS
@@ -88,7 +92,8 @@ def _activity_body(args: argparse.Namespace) -> dict[str, Any]:
     for option in ("amount", "count"):
         if getattr(args, option) is not None:
             raise errors.BadRequest(f"--{option} is for --kind packets")
-    body["total"] = _total(args)
+    if listed is None or args.total is not None:
+        body["total"] = _total(args)
     for option in ("per_user_limit", "shards"):
         if getattr(args, option) is not None:
             body[option] = getattr(args, option)
@@ -203,10 +208,13 @@ def cmd_activity_restock(args: argparse.Namespace) -> int:
     with store_services(WRITE) as services:
         try:
             found = activities.find(services, args.id)
-            updated = activities.restock(services, found, args.units)
+            if found.variants or args.variant is not None:
+                updated = activities.restock_variant(services, found, args.units, args.variant)
+            else:
+                updated = activities.restock(services, found, args.units)
         except errors.UnknownActivity:
             raise no_activity(args.id) from None
-        except errors.InsufficientStock as exc:
+        except (errors.InsufficientStock, errors.UnknownVariant) as exc:
             raise refused(exc) from None
     print(json.dumps(updated.public(now_ms()), indent=2))
     return 0

@@ -1,0 +1,55 @@
+"""``seckill activity create ... --variant 40:EU-40:50 --variant 41:EU-41:80`` (or a JSON
+file of them) and ``seckill activity restock AID UNITS --variant 40`` (issue #26), run as
+real processes against the stores a gateway is serving (the single server: the commands take
+the admin API's path, which the cluster runs of tests/test_variants*.py cover)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import ADMIN, buy, expect
+from tests.test_cli import assert_one_line_error, seckill
+
+
+def test_variants_from_the_command_line(client, env, tmp_path):
+    made = seckill("activity", "create", "--id", "clisize", "--name", "Sneaker", "--variant",
+                   "40:EU-40:50", "--variant", "41:EU 41: wide:80", "--per-user-limit", "2",
+                   "--duration", "3600", env=env)
+    assert made.returncode == 0, made.stderr
+    view = json.loads(made.stdout)
+    assert view["total"] == 130 and view["per_user_limit"] == 2
+    assert [(v["id"], v["name"], v["total"]) for v in view["variants"]] == [
+        ("40", "EU-40", 50), ("41", "EU 41: wide", 80)]
+    expect(buy(client, "clisize", "ann", {"variant": "41", "quantity": 2}), 200)
+
+    restocked = seckill("activity", "restock", "clisize", "5", "--variant", "41", env=env)
+    assert restocked.returncode == 0, restocked.stderr
+    variants = {v["id"]: v for v in json.loads(restocked.stdout)["variants"]}
+    assert (variants["41"]["total"], variants["41"]["remaining"]) == (85, 83)
+    assert_one_line_error(seckill("activity", "restock", "clisize", "5", env=env), 2,
+                          "variant")
+    assert_one_line_error(seckill("activity", "restock", "clisize", "5", "--variant", "42",
+                                  env=env), 1, "unknown_variant")
+
+    sizes = tmp_path / "sizes.json"
+    sizes.write_text(json.dumps([{"id": "S", "name": "Small", "total": 3},
+                                 {"id": "M", "name": "Medium", "total": 4}]))
+    filed = seckill("activity", "create", "--id", "clifile", "--name", "Shirt",
+                    "--variants-file", str(sizes), "--duration", "3600", env=env)
+    assert filed.returncode == 0, filed.stderr
+    assert [v["id"] for v in json.loads(filed.stdout)["variants"]] == ["S", "M"]
+    stats = expect(client.get("/admin/activities/clifile/stats", headers=ADMIN), 200)
+    assert stats["variants"]["M"] == {"total": 4, "remaining": 4, "sold": 0}
+
+
+def test_bad_variants_are_refused_in_one_line(env, tmp_path):
+    def create(*extra: str) -> object:
+        return seckill("activity", "create", "--id", "clibad", "--name", "X", "--duration",
+                       "60", *extra, env=env)
+
+    assert_one_line_error(create("--variant", "40"), 2, "ID:NAME:TOTAL")
+    assert_one_line_error(create("--variant", "4/0:EU:1"), 2, "variants[0].id")
+    assert_one_line_error(create("--variant", "40:A:1", "--total", "5"), 2, "total")
+    broken = tmp_path / "broken.json"
+    broken.write_text("[{")
+    assert_one_line_error(create("--variants-file", str(broken)), 2, "not JSON")
