@@ -148,7 +148,9 @@ def test_every_bad_input_is_a_400_naming_the_field_and_nothing_is_stored(client)
     missing = expect(client.post("/admin/blocks", json={"user": "a", "activity": "nosuch"},
                                  headers=ADMIN), 404, "unknown_activity")
     assert missing["activity"] == "nosuch"
-    for path, field in (("/admin/blocks/users/a", "kind"), ("/admin/blocks/user/a!b", "user"),
+    expect(client.delete("/admin/blocks/users/a", headers=ADMIN), 404, "not_found")
+    for path, field in (("/admin/blocks/user/a!b", "user"), ("/admin/blocks/user/a:b", "user"),
+                        (f"/admin/blocks/user/{'u' * 65}", "user"),
                         ("/admin/blocks/person/a%20b", "person"),
                         ("/admin/blocks/user/a?activity=", "activity"),
                         ("/admin/blocks/user/a?activity=a%2Fb", "activity")):

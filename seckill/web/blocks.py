@@ -11,6 +11,7 @@ from flask import Blueprint, request
 
 import edge
 from seckill.domain import errors
+from seckill.domain.blocks import PERSON, USER
 from seckill.operator import blocks
 from seckill.web.body import json_body, read_body
 from seckill.web.current import services
@@ -49,11 +50,21 @@ def blueprint(limits: ColdLimits) -> Blueprint:
             body["next"] = str(following)
         return body
 
-    @bp.delete("/admin/blocks/<kind>/<subject>")
+    # One route per kind, so that each documents its own id (another kind: 404 not_found).
+    @bp.delete("/admin/blocks/user/<uid>")
     @edge.filters(edge.ADMIN)
-    def lift_block(kind: str, subject: str) -> dict[str, Any]:
-        lifted = blocks.unblock(services(), *blocks.target(kind, subject,
-                                                           request.args.get("activity")))
-        return lifted.body()
+    def lift_user_block(uid: str) -> dict[str, Any]:
+        return _lift(USER, uid)
+
+    @bp.delete("/admin/blocks/person/<pid>")
+    @edge.filters(edge.ADMIN)
+    def lift_person_block(pid: str) -> dict[str, Any]:
+        return _lift(PERSON, pid)
 
     return bp
+
+
+def _lift(kind: str, subject: str) -> dict[str, Any]:
+    """Lift the block on ``subject`` named by the path and the ``activity`` query."""
+    lifted = blocks.unblock(services(), *blocks.target(kind, subject, request.args.get("activity")))
+    return lifted.body()
