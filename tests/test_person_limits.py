@@ -25,13 +25,14 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from edge.identity import mint_user_token
+from edge.purchase_url import PurchaseUrlSigner
 from seckill.domain.clock import now_ms
 from seckill.domain.people import PERSON_KEY
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.shards import part_tags
 from seckill.worker.expiry import Expirer
 from tests.admission_helpers import independent_order, queued_activity, wait_for_start
-from tests.conftest import ADMIN, JWT_SECRET, create_activity, expect, iso
+from tests.conftest import ADMIN, JWT_SECRET, URL_KEY, create_activity, expect, iso
 from tests.faults import built_worker, drain
 
 CLAIM = "https://shop.example/person"
@@ -389,3 +390,26 @@ def test_a_sharded_activity_keeps_a_person_s_accounts_on_one_part(
         (order_id, winners[0], "2")]
     assert client.get(f"/seckill/activities/{aid}").get_json()["remaining"] == 2
     expect(buy_as(client, aid, "shard-0", "other-person"), 200)
+
+
+def test_the_sold_out_flag_knows_the_winning_people(client: FlaskClient, app: Flask,
+                                                    rds: Any) -> None:
+    """Once this process flags the activity sold out, the edge answers from the flag (no
+    Redis): the winner's other accounts get the person's order, other people 410, a token
+    naming no person 403."""
+    aid = person_activity(client, total=1)
+    order_id = expect(buy_as(client, aid, "w-1", "winner"), 200)["order_id"]
+    signer = PurchaseUrlSigner([URL_KEY], 60)
+    expect(client.post(f"/seckill/{aid}/{signer.sign(aid, 'l-1')[0]}/buy",
+                       headers=headers("l-1", "loser")), 410, "sold_out")  # raises the flag
+    assert app.extensions["seckill"].board.is_flagged(aid)
+    scripts_run = int(rds.info("commandstats")["cmdstat_evalsha"]["calls"])
+    for uid, person, code, error in (("w-2", "winner", 409, "already_purchased"),
+                                     ("l-2", "loser", 410, "sold_out"),
+                                     ("n-1", None, 403, "verification_required")):
+        sent = headers(uid) if person is None else headers(uid, person)
+        url = f"/seckill/{aid}/{signer.sign(aid, uid)[0]}/buy"
+        body = expect(client.post(url, headers=sent), code, error)
+        if code == 409:
+            assert body["order_id"] == order_id
+    assert int(rds.info("commandstats")["cmdstat_evalsha"]["calls"]) == scripts_run
