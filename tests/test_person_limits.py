@@ -5,18 +5,15 @@ The claim (absent, malformed: 401), the activity field (400s, the view), 403
 ``verification_required`` on every route of a person-limited activity, 30 accounts of one
 person racing for one purchase, the person's order seen from any of their accounts (and its id
 in the 409), ``hold_expired`` per person, the order in the database naming the account, a
-rebuild, a draw of 50 accounts of one person among 10 other people (one entry, at most one
-account drawn, the draw recomputed from the seed and the published entries, never the raw
-claim), a purchase's one round trip, and a sharded activity on the cluster (one home part per
-person, a borrow settled for the person).
+rebuild, a purchase's one round trip, the sold-out flag's winners, and a sharded activity on
+the cluster (one home part per person, a borrow settled for the person). The queue and the
+draw: tests/test_person_queue.py.
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,56 +21,21 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 
-from edge.identity import mint_user_token
 from edge.purchase_url import PurchaseUrlSigner
 from seckill.domain.clock import now_ms
 from seckill.domain.people import PERSON_KEY
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.shards import part_tags
 from seckill.worker.expiry import Expirer
-from tests.admission_helpers import independent_order, queued_activity, wait_for_start
-from tests.conftest import ADMIN, JWT_SECRET, URL_KEY, create_activity, expect, iso
+from tests.conftest import ADMIN, URL_KEY, create_activity, expect, iso
 from tests.faults import built_worker, drain
-
-CLAIM = "https://shop.example/person"
+from tests.person_helpers import CLAIM, buy_as, headers, person_activity, status_as
 
 
 @pytest.fixture
 def env(env: dict[str, str]) -> dict[str, str]:
     """The gateway's environment, naming the person claim."""
     return {**env, "SECKILL_PERSON_CLAIM": CLAIM}
-
-
-ABSENT = object()
-
-
-def headers(uid: str, person: Any = ABSENT, **claims: Any) -> dict[str, str]:
-    """A user's bearer header; ``person`` (any JSON value, null too) as the person claim when
-    given (None from the helpers below: no claim)."""
-    if person is not ABSENT:
-        claims[CLAIM] = person
-    token = mint_user_token(uid, JWT_SECRET, 600, claims=claims)
-    return {"Authorization": f"Bearer {token}"}
-
-
-def buy_as(client: FlaskClient, aid: str, uid: str, person: str | None) -> Any:
-    """Fetch a signed URL as ``uid`` (of ``person``) and buy through it; the last response."""
-    sent = headers(uid) if person is None else headers(uid, person)
-    got = client.get(f"/seckill/url?activity={aid}", headers=sent)
-    if got.status_code != 200:
-        return got
-    return client.post(got.get_json()["url"], headers=sent)
-
-
-def status_as(client: FlaskClient, aid: str, uid: str, person: str | None) -> dict[str, Any]:
-    sent = headers(uid) if person is None else headers(uid, person)
-    return expect(client.get(f"/seckill/{aid}/order", headers=sent), 200)
-
-
-def person_activity(client: FlaskClient, **fields: Any) -> str:
-    made = create_activity(client, limit_by="person", **fields)
-    assert made["limit_by"] == "person", made
-    return str(made["id"])
 
 
 # -- the claim and the field -----------------------------------------------------------------
@@ -211,115 +173,6 @@ def test_a_rebuilt_person_activity_still_knows_its_people(
     assert (status["status"], status["order_id"]) == ("confirmed", order_id)
     expect(buy_as(client, aid, "three", "quinn"), 409, "already_purchased")
     expect(buy_as(client, aid, "two", "rita"), 200)
-
-
-# -- queue and draw --------------------------------------------------------------------------
-
-
-def test_a_person_holds_one_place_in_a_queue(client: FlaskClient) -> None:
-    activity = queued_activity(client, admission="queue", total=2, starts_in=60,
-                               limit_by="person")
-    aid = activity["id"]
-    expect(client.post(f"/seckill/{aid}/queue", json={}, headers=headers("x1")), 403,
-           "verification_required")
-    expect(client.get(f"/seckill/{aid}/queue", headers=headers("x1")), 403,
-           "verification_required")
-    first = expect(client.post(f"/seckill/{aid}/queue", json={}, headers=headers("x1", "vic")),
-                   200)
-    assert first["status"] == "waiting" and "entry" not in first  # a queue, not a draw
-    # Joining again from the same account keeps the place; another account is refused.
-    expect(client.post(f"/seckill/{aid}/queue", json={}, headers=headers("x1", "vic")), 200)
-    expect(client.post(f"/seckill/{aid}/queue", json={}, headers=headers("x2", "vic")), 409,
-           "already_joined")
-    # The place is the joining account's: the person's other accounts hold none.
-    seen = expect(client.get(f"/seckill/{aid}/queue", headers=headers("x2", "vic")), 200)
-    assert seen["status"] == "none"
-    assert expect(client.get(f"/seckill/{aid}/queue", headers=headers("x1", "vic")),
-                  200)["status"] == "waiting"
-    state = expect(client.get(f"/seckill/{aid}/queue/state"), 200)
-    assert state["waiting"] == 1
-
-
-@pytest.fixture
-def farm_draw(client: FlaskClient) -> Iterator[dict[str, Any]]:
-    """A draw of 5 units: 50 accounts of one person and 10 other people joined."""
-    activity = queued_activity(client, admission="draw", total=5, starts_in=2.0,
-                               limit_by="person")
-    aid = activity["id"]
-    farm = [f"bot-{i}" for i in range(50)]
-    answers = [join_as(client, aid, uid, "farmer") for uid in farm]
-    assert [r.status_code for r in answers].count(200) == 1
-    assert all(r.get_json()["error"] == "already_joined" for r in answers[1:])
-    entries = {"farmer": answers[0].get_json()["entry"]}
-    for i in range(10):
-        joined = expect(join_as(client, aid, f"honest-{i}", f"person-{i}"), 200)
-        entries[f"person-{i}"] = joined["entry"]
-    activity.update(farm=farm, entries=entries)
-    yield activity
-
-
-def join_as(client: FlaskClient, aid: str, uid: str, person: str) -> Any:
-    return client.post(f"/seckill/{aid}/queue", json={}, headers=headers(uid, person))
-
-
-def test_fifty_accounts_of_one_person_are_one_entry_of_a_draw(
-        client: FlaskClient, farm_draw: dict[str, Any], rds: Any, prefix: str) -> None:
-    aid, entries = farm_draw["id"], farm_draw["entries"]
-    # Published entries: the per-draw salted HMAC of the person, never the claim itself (nor
-    # its plain hash, which anyone could compute from a guessed phone number).
-    assert len(set(entries.values())) == 11
-    for person, entry in entries.items():
-        assert PERSON_KEY.fullmatch(entry), entry
-        assert person not in entry and hashlib.sha256(person.encode()).hexdigest()[:8] not in entry
-    keys = KeySpace(prefix)
-    assert sorted(rds.zrange(keys.queue(aid), 0, -1)) == sorted(entries.values())
-    wait_for_start(farm_draw)
-    view = client.get(f"/seckill/activities/{aid}").get_json()
-    seed = view["draw_seed"]
-    assert hashlib.sha256(seed.encode()).hexdigest() == view["draw_commitment"]
-    drawn_entries = independent_order(seed, list(entries.values()))[:5]
-    admitted = set()
-    for uid in farm_draw["farm"]:
-        status = expect(client.get(f"/seckill/{aid}/queue", headers=headers(uid, "farmer")), 200)
-        if status["status"] == "admitted":
-            admitted.add(uid)
-    others = {f"person-{i}" for i in range(10) if expect(client.get(
-        f"/seckill/{aid}/queue", headers=headers(f"honest-{i}", f"person-{i}")),
-        200)["status"] == "admitted"}
-    farmer_drawn = entries["farmer"] in drawn_entries
-    # The farmer's one entry is the account's that joined: at most that one is drawn.
-    assert admitted == ({"bot-0"} if farmer_drawn else set())
-    assert {entries[p] for p in others} | ({entries["farmer"]} if farmer_drawn else set()) == \
-        set(drawn_entries)
-
-
-def test_a_drawn_person_buys_once_from_all_their_accounts(client: FlaskClient) -> None:
-    """A person alone in a draw is drawn: the account that joined is admitted and buys; the
-    person's other accounts are never admitted, and see the person's order once bought."""
-    activity = queued_activity(client, admission="draw", total=3, starts_in=1.0,
-                               limit_by="person")
-    aid = activity["id"]
-    assert [join_as(client, aid, f"b{i}", "solo").status_code for i in range(5)] == \
-        [200, 409, 409, 409, 409]
-    wait_for_start(activity)
-    seen = [expect(client.get(f"/seckill/{aid}/queue", headers=headers(f"b{i}", "solo")), 200)
-            for i in range(5)]
-    assert [s["status"] for s in seen] == ["admitted", "none", "none", "none", "none"], seen
-    assert all("url" not in s for s in seen[1:])
-    # The other accounts' own URLs (from GET /seckill/url) are not handed out either.
-    expect(client.get(f"/seckill/url?activity={aid}", headers=headers("b1", "solo")), 403,
-           "not_admitted")
-    expect(client.post(seen[0]["url"], headers=headers("b0", "solo")), 200)
-    # The order is the person's, whichever account asks; the place is gone.
-    for i in range(5):
-        status = expect(client.get(f"/seckill/{aid}/queue", headers=headers(f"b{i}", "solo")),
-                        200)
-        assert status["status"] == "purchased", status
-        expect(client.post(f"/seckill/{aid}/queue", json={}, headers=headers(f"b{i}", "solo")),
-               409, "already_purchased")
-    state = expect(client.get(f"/seckill/{aid}/queue/state"), 200)
-    assert (state["remaining"], state["admitted"]) == (2, 0)
-    expect(join_as(client, aid, "late", "late-person"), 403, "entries_closed")
 
 
 def test_a_person_s_purchase_is_one_round_trip_as_a_user_s(client: FlaskClient, rds: Any) -> None:
