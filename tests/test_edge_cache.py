@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from http.client import HTTPConnection
 from pathlib import Path
 
+import orjson
 import pytest
 import urllib3
 
@@ -328,3 +329,48 @@ def test_an_odd_spelling_never_answers_for_the_canonical_activity(http, proxy) -
     bought = never_from_nginx(call(http, "POST", f"{proxy.base}/seckill/{open_aid}/{token}/buy",
                                    alice))
     assert bought.status == 200, bought.body
+
+
+def test_a_blocked_buyer_is_the_gateways_answer_every_time(http, proxy) -> None:
+    """403 blocked depends on the user: alternated with another's 200s, never nginx's."""
+    aid = create_activity(http, proxy.admin_base, total=50)
+    uid = f"blocked-{uuid.uuid4().hex[:8]}"
+    made = admin(http, proxy, "POST", "/admin/blocks", orjson.dumps({"user": uid}))
+    assert made.status == 201, made.body
+    deadline = time.monotonic() + 5  # every process hears of the block within a second
+    agreeing = 0
+    while agreeing < 8:  # both instances, each worker: 8 refusals in a row
+        agreeing = agreeing + 1 if call(http, "GET", url_of(proxy, aid),
+                                        bearer(uid)).status == 403 else 0
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    for _ in range(3):
+        refused = never_from_nginx(call(http, "GET", url_of(proxy, aid), bearer(uid)))
+        assert (refused.status, refused.body["error"]) == (403, "blocked"), refused.body
+        other = never_from_nginx(call(http, "GET", url_of(proxy, aid), new_user()))
+        assert other.status == 200, other.body
+    admin(http, proxy, "DELETE", f"/admin/blocks/user/{uid}")
+
+
+def test_two_nginx_fronts_each_keep_their_own_second(http, instances, tmp_path) -> None:
+    """Several nginx machines in front of the same gateways: each repeats the refusal, and
+    each sells the restocked units again within 2 s of the restock."""
+    with front(instances, tmp_path / "a", ip_rate="off") as one, \
+            front(instances, tmp_path / "b", ip_rate="off") as two:
+        aid = create_activity(http, one.admin_base, total=1)
+        winner = new_user("winner")
+        assert call(http, "POST", signed_url(http, one, aid, winner), winner).status == 200
+        for proxy in (one, two):
+            deadline = time.monotonic() + 5
+            while call(http, "GET", url_of(proxy, aid), new_user()).headers.get(
+                    "X-Cache") != HIT:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        restocked = admin(http, one, "POST", f"/admin/activities/{aid}/stock",
+                          orjson.dumps({"add": 2}))
+        assert restocked.status == 200, restocked.body
+        at = time.monotonic()
+        for proxy in (one, two):
+            while (issued := call(http, "GET", url_of(proxy, aid), new_user())).status != 200:
+                assert time.monotonic() - at <= 2.0, issued.body
+                time.sleep(0.02)
