@@ -13,6 +13,15 @@ by every return: a unit cancelled and sold again within a check is still seen) a
 flags that changed. While that check is not vouched for, no variant flag answers: the
 purchase goes to the script, which is always right. Sales of other variants change nothing
 here: a variant's units only come back by a return.
+
+What a flag may say that the script would not: a buyer whose purchase (of other variants) was
+decided in another process after the flag went up, and who then asks for the flagged variant,
+hears ``variant_sold_out`` rather than ``already_purchased`` (their order stands; the order
+status tells it); this process's own purchases join the flags' winners at once
+(:meth:`VariantFlags.note_buyer`). A buyer whose hold expired unpaid hears
+``variant_sold_out`` rather than ``hold_expired``, as the activity's flag answers them
+``sold_out``. And while this process's copy of the activity has no unit left, no variant flag
+answers (``SaleState.purchase_items``): the answer is then the activity's ``sold_out``.
 """
 
 from __future__ import annotations
@@ -104,6 +113,13 @@ class VariantFlags:
                    if few else None)
         if state[0] == "0" and clears == self._clears:
             self._flags[key] = _Flag(state, winners)
+
+    def note_buyer(self, aid: str, buyer: str, order_id: str) -> None:
+        """A purchase in this process: its buyer joins the winners of ``aid``'s flags (a
+        buyer of another variant who then asks for a flagged one learns their order)."""
+        for (flagged, _), flag in list(self._flags.items()):
+            if flagged == aid and flag.winners is not None:
+                flag.winners[buyer] = order_id
 
     def clear(self, aid: str | None = None) -> None:
         """Drop the flags of ``aid``'s variants (of every activity: None)."""
