@@ -115,39 +115,6 @@ class SaleState:
         rest is the script's one all-or-nothing decision, folded into the copy and the flags
         as :meth:`purchase` does."""
         who = buyer(activity, uid, person)
-        refusal = self.board.variant_refusal(activity.id, who, [vid for vid, _ in items])
-        if refusal is not None:
-            raise refusal
-        try:
-            then = (self.queue.after_purchase(activity.id, who)
-                    if activity.queued and self.queue is not None else None)
-            bought = self.purchases.purchase_items(activity.id, uid, items,
-                                                   activity.payment_window, then,
-                                                   argv_user=script_buyer(uid, who))
-        except errors.SoldOut:
-            self.cache.note_remaining(activity.id, 0)
-            self.board.mark(activity.id)
-            raise
-        except errors.VariantSoldOut as refused:
-            vid, left = str(refused.extra["variant"]), int(refused.extra["remaining"])
-            self.cache.note_variants(activity.id, left=(vid, left))
-            if left == 0:
-                self.board.mark_variant(activity.id, vid)
-            raise
-        self.cache.note_remaining(activity.id, bought.remaining)
-        self.cache.note_variants(activity.id, sold=items)
-        self.board.note_sale(activity.id)
-        if bought.remaining == 0:
-            self.board.ensure_listening(wait=False)
-        return bought
-
-    def purchase_items(self, activity: Activity, uid: str, items: Items,
-                       person: str | None = None) -> Purchase:
-        """A purchase of variants (``items``, checked against the copy's variants): a variant
-        this process knows is gone is refused here (the board's flag, no Redis call), the
-        rest is the script's one all-or-nothing decision, folded into the copy and the flags
-        as :meth:`purchase` does."""
-        who = buyer(activity, uid, person)
         # Only while this process's copy has units: with none left, the answer is the
         # activity's sold_out, the script's (which then raises the activity's own flag).
         refusal = activity.remaining and self.board.variant_refusal(
