@@ -244,6 +244,7 @@
     c.pause.disabled = ended || a.paused;
     c.resume.disabled = ended || !a.paused;
     c.end.disabled = ended;
+    if (window.consoleVariants) { window.consoleVariants(c, a); } // variants.js: a bar each
   }
 
   function listItems(ul, items) { ul.replaceChildren.apply(ul, items); }

@@ -58,7 +58,7 @@ async function unsure() {
     showOutcome(UNKNOWN, "unknown");
     retryLater(1);
   } else if (order.status === "pending" || order.status === "confirmed") {
-    await won(order.order_id, order.pay_by);  // pending: decided, being stored
+    await won(order.order_id, order.pay_by, order.items);  // pending: decided, being stored
   } else if (order.status === "none") {
     showOutcome(NOT_THROUGH, "lost");
     retryLater(1);
@@ -120,8 +120,10 @@ function notePayment(body) {
 
 function showOrder(body) {
   const payment = body.payment ? `, payment ${body.payment}` : "";
+  const items = describeItems(body.items);  // variants.js: "" for a single item
+  const what = items ? ` (${items})` : "";
   $("order").textContent = body.order_id
-    ? `Order ${body.order_id}: ${body.status}${payment}` : `Order status: ${body.status}`;
+    ? `Order ${body.order_id}${what}: ${body.status}${payment}` : `Order status: ${body.status}`;
 }
 
 // Until the order is final (confirmed or cancelled, and with a payment window paid or
@@ -160,15 +162,19 @@ async function checkExistingOrder() {
     showOrder(body);
     notePayment(body);
     render();
+  } else if (status === 403 && body.error === "verification_required") {
+    lost({ status, body, headers: new Headers() });  // said now, not after a click
+    render();
   }
 }
 
-async function won(order, payBy) {
+async function won(order, payBy, items) {
   page.done = true;
   page.unsure = false;
-  showOutcome(`You got it! Order ${order}.`, "won");
+  const what = describeItems(items);  // variants.js: "" for a single item
+  showOutcome(`You got it! Order ${order}${what ? ": " + what : ""}.`, "won");
   $("next").textContent = typeof payBy === "number" ? NEXT.won_pay : NEXT.won;
-  showOrder({ order_id: order, status: "pending" });
+  showOrder({ order_id: order, status: "pending", items });
   if (typeof payBy === "number") notePayment({ pay_by: payBy, payment: "due" });
   $("outcome").focus();  // the button is gone: the answer is where the reader goes next
   await pollOrder();

@@ -2,7 +2,8 @@
 // corrected for half the round trip) and then runs on the browser's monotonic clock
 // (performance.now), so neither a wrong nor a changing browser clock moves the countdown.
 // A queue or draw activity's join, polls and turn are in queue.js (loaded first); what the
-// page says when the shop does not answer (a purchase's unknown outcome) is in outcome.js.
+// page says when the shop does not answer (a purchase's unknown outcome) is in outcome.js; an
+// activity's variants (the picker, the chosen one's purchase) are in variants.js.
 // What the page shows never goes back in time: the activity's view may come from nginx's
 // one-second cache, so an answer older than what the page already knows is not shown
 // (learn() below). Developer settings (the token field, the clock) only with ?debug=1.
@@ -22,6 +23,10 @@ const MESSAGES = {
   bad_request: "The shop did not understand that request.",
   hold_expired: "Your earlier order here was not paid in time; you cannot buy again in this sale.",
   paused: "The shop paused the sale for a moment. This page carries on by itself when it resumes.",
+  blocked: "The shop has refused purchases from this account. If you think this is a mistake, " +
+    "please contact the shop.",
+  verification_required: "This sale needs a verified account: one purchase per person, not " +
+    "per account. Verify your account with the shop, then come back.",
 };
 // What to do next, after each outcome.
 const NEXT = {
@@ -177,6 +182,7 @@ async function loadActivity() {
   page.total = body.total;
   notePaused(body.paused === true);
   learn(body.state, body.remaining);
+  variantsLoaded(body);
   $("remaining").textContent = page.remaining === null ? "unlimited" : page.remaining;
   $("total").textContent = body.total === null ? "unlimited" : body.total;
   page.startsMs = Date.parse(body.starts_at);
@@ -229,7 +235,8 @@ function render() {
   renderPayment(now);
   const waiting = page.retryAtMs !== null && performance.now() < page.retryAtMs;
   $("buy").disabled = page.busy || page.done || waiting || state !== "open" || !page.token ||
-    paused || (queued() && !mayBuyFromQueue(now));  // a queue's buyers buy in their turn only
+    paused || (queued() && !mayBuyFromQueue(now)) ||  // a queue's buyers buy in their turn only
+    !variantReady();  // with variants, once one that has units is chosen
   // No dead button: sold out, ended or paused, the page says so instead.
   const closed = paused || state === "sold_out" || state === "ended";
   $("buy").hidden = closed && !page.busy;
@@ -240,9 +247,10 @@ function render() {
     $("next").textContent = paused && page.outcomeKind !== "paused" ? MESSAGES.paused
       : closed && !paused ? NEXT[state] : "";
   }
-  $("hint").textContent = page.token || queued() || closed ? ""
+  $("hint").textContent = page.token || queued() || closed ? variantHint(closed)
     : DEBUG ? "Enter a user token under Demo settings to buy." : "Sign in to the shop to buy.";
   renderQueue(now);
+  renderVariants(state);
 }
 
 function showOutcome(text, kind) {
@@ -257,10 +265,13 @@ function retryLater(seconds) {
 }
 
 function lost(answer) {
+  if (variantRefused(answer)) return;  // that variant is gone: the buyer chooses another
   const error = answer.body.error;
   showOutcome(MESSAGES[error] || answer.body.message || "Something went wrong.",
               error === "paused" ? "paused" : "lost");
-  if (error === "sold_out" || error === "ended" || error === "hold_expired") {
+  if (error === "blocked" || error === "verification_required") {
+    page.done = true;  // asking again would be refused again
+  } else if (error === "sold_out" || error === "ended" || error === "hold_expired") {
     page.done = true;
     if (error !== "hold_expired") learn(error, error === "sold_out" ? 0 : page.remaining);
     $("outcome").focus();
@@ -306,10 +317,11 @@ async function buy() {
     }
     page.unsure = false;
     const result = await api(url.body.url, {
-      method: "POST", auth: true, headers: { "Content-Type": "application/json" }, body: "{}",
+      method: "POST", auth: true, headers: { "Content-Type": "application/json" },
+      body: purchaseBody(),  // variants.js: {"variant": vid}, or {} for a single item
     });
     if (result.status === 200 && result.body.order_id) {
-      won(result.body.order_id, result.body.pay_by);
+      won(result.body.order_id, result.body.pay_by, result.body.items);
     } else if (result.body.error === "already_purchased") {
       await alreadyBought(result.body);
     } else if (refusedBeforeDeciding(result)) {

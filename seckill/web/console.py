@@ -34,7 +34,7 @@ from seckill.web.current import services as _services
 
 HEALTH_TIMEOUT = 0.5  # seconds an instance has to answer /healthz for the console
 FILES = {"index.html", "console.js", "console.css", "vendor/uPlot.iife.min.js",
-         "vendor/uPlot.min.css", "blocks.js"}
+         "vendor/uPlot.min.css", "blocks.js", "variants.js"}
 
 
 def _folder() -> Path:
@@ -100,8 +100,12 @@ def health(instances: tuple[str, ...]) -> list[dict[str, Any]]:
 
 
 def _row(count: Count, at_ms: int, counted: dict[str, dict[str, float]]) -> dict[str, Any]:
+    listed = count.activity.listed(at_ms)
+    if count.activity.variants:  # a bar per variant: its units sold too (the copy's, from Redis)
+        listed["variants"] = [{**shown, "sold": v.sold} for shown, v in
+                              zip(listed["variants"], count.activity.variants, strict=True)]
     return {
-        **count.activity.listed(at_ms),
+        **listed,
         "state": count.activity.console_state(at_ms),
         "sold": count.sold,  # the census's reading, summed over parts with the rest
         "buyers": count.buyers, "orders": count.orders,
