@@ -48,11 +48,13 @@ function init(args)
   local i = 0
   for line in io.lines(file) do
     if i % nthreads == id then
-      local path, jwt = line:match("^([^\t]*)\t?(.*)$")
+      -- path, then optionally a JWT and (a POST's) JSON body, tab-separated
+      local path, jwt, body = line:match("^([^\t]*)\t?([^\t]*)\t?(.*)$")
       local headers = {}
       if jwt ~= "" then headers["Authorization"] = "Bearer " .. jwt end
+      if body ~= "" then headers["Content-Type"] = "application/json" end
       if method == "POST" then
-        requests_[#requests_ + 1] = wrk.format("POST", path, headers, "")
+        requests_[#requests_ + 1] = wrk.format("POST", path, headers, body)
       else
         requests_[#requests_ + 1] = wrk.format("GET", path, headers)
       end
