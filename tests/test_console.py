@@ -15,12 +15,10 @@ import pytest
 
 from seckill.ops.ports import free_listen_port
 from tests.conftest import ADMIN, ADMIN_TOKEN, buy, create_activity, expect, user_headers
-from tests.servers import REPO_ROOT
+from tests.screenshots import shoot
 from tests.test_cli import call
 from tests.test_sale_page import CHROMIUM_ARGS, chromium
 from tests.upstack import UpStack, running_up, user_token
-
-DOCS = REPO_ROOT / "docs"
 
 
 def test_the_state_says_stock_outcomes_backlog_and_instances(make_app):
@@ -126,8 +124,7 @@ def test_the_console_shows_a_live_sale_and_its_levers_work(stack: UpStack):
             for wave in range(3):  # waves of buyers, for the picture
                 purchases(stack, other, [f"wave{wave}-{n}" for n in range(60 + 40 * wave)])
                 tab.wait_for_timeout(1500)
-            DOCS.mkdir(exist_ok=True)
-            tab.screenshot(path=str(DOCS / "console.png"), full_page=True)
+            shoot(tab, "console.png")
 
             card.get_by_role("button", name="Pause").click()
             see(tab.locator("#announce")).to_contain_text("sale paused")
@@ -149,7 +146,7 @@ def test_the_console_shows_a_live_sale_and_its_levers_work(stack: UpStack):
             phone = open_console(browser, stack, 390, 844)
             see(phone.locator(f'li[data-activity="{other}"]')).to_contain_text("left")
             phone.wait_for_timeout(1200)
-            phone.screenshot(path=str(DOCS / "console-phone.png"), full_page=False)
+            shoot(phone, "console-phone.png", full_page=False)
             phone.close()
         finally:
             browser.close()

@@ -22,12 +22,11 @@ import pytest
 
 from tests.conftest import ADMIN, ADMIN_TOKEN, create_activity, expect, iso
 from tests.fault_front import PURCHASE, FaultFront, fault_front
-from tests.servers import REPO_ROOT
+from tests.screenshots import shoot
 from tests.test_cli import call
 from tests.test_sale_page import CHROMIUM_ARGS, chromium
 from tests.upstack import user_token
 
-DOCS = REPO_ROOT / "docs"
 # Every Content-Security-Policy violation the page meets, from its first script on.
 WATCH_CSP = """window.__csp = [];
 document.addEventListener('securitypolicyviolation',
@@ -161,8 +160,7 @@ def test_the_console_tells_the_truth_during_faults(front: FaultFront, tab: Any) 
     see(announce).to_contain_text("Redis")
     assert "order status" not in announce.inner_text()
     tab.wait_for_timeout(1200)
-    DOCS.mkdir(exist_ok=True)
-    tab.screenshot(path=str(DOCS / "console-stale.png"), full_page=True)
+    shoot(tab, "console-stale.png")
 
     # The gateway itself gone quiet: stale too, and says so.
     front.relay.refuse = re.compile(rb"^GET /admin/console/state")

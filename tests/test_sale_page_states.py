@@ -1,7 +1,8 @@
 """The sale page as a shopper sees it, in headless Chromium at a phone's and a desktop's size,
 on a real ``seckill up``: the product (name, picture, price, description), a clear state for
 every moment (sold out on arrival and paused say so instead of a dead button), a state that
-never goes back in time, and what it offers a screen reader. Screenshots go to ``docs/``."""
+never goes back in time, and what it offers a screen reader. Screenshots go to
+``test-artifacts/`` (``docs/`` with ``SECKILL_DOCS_SCREENSHOTS=1``: tests/screenshots.py)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import ADMIN, iso
-from tests.servers import REPO_ROOT
+from tests.screenshots import shoot
 from tests.test_cli import call
 from tests.test_sale_page import BROWSER_CLOCK_SKEW, browser, buy_over_http, stack  # noqa: F401
 from tests.upstack import UpStack, user_token
 
-DOCS = REPO_ROOT / "docs"
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 800}
 PRODUCT = {"name": "Phone X", "image_url": "/static/demo-phone.svg",
@@ -47,8 +47,7 @@ def tab(request: pytest.FixtureRequest, browser: Any) -> Iterator[Any]:  # noqa:
 
 
 def shot(page: Any, state: str) -> None:
-    DOCS.mkdir(exist_ok=True)
-    page.screenshot(path=str(DOCS / f"sale-page-{page.size}-{state}.png"), full_page=True)
+    shoot(page, f"sale-page-{page.size}-{state}.png")
 
 
 def lever(stack: UpStack, aid: str, action: str) -> None:  # noqa: F811  (a fixture)
