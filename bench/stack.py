@@ -27,7 +27,7 @@ from pathlib import Path
 import redis
 
 from seckill.ops.embedded import EmbeddedValkey, free_port
-from tests.servers import running_server
+from tests.servers import REPO_ROOT, running_server
 
 JWT_SECRET = "bench-jwt-secret-93b1f0c2d4e6a8b0c1d3e5f7a9b2c4d6"
 URL_KEY = "bench-url-key-6f1c2a9e4b7d8035a1c4e6f8092b3d5e"
@@ -129,18 +129,19 @@ def started(names: list[str], workers: int, worker_connections: int,
 
 
 def start_gunicorn(stop: contextlib.ExitStack, name: str, env: dict[str, str], folder: Path,
-                   app: str | None = None) -> Server:
-    """A gunicorn serving ``app`` (default: ``APPS[name]``) with the project's
-    ``gunicorn.conf.py`` on a free 127.0.0.1 port, up (``/healthz`` answers) until ``stop``
-    closes; its log in ``folder/<name>.log``."""
+                   app: str | None = None, cwd: Path = REPO_ROOT) -> Server:
+    """A gunicorn serving ``app`` (default: ``APPS[name]``) with the ``gunicorn.conf.py`` of
+    ``cwd`` (the repository; another checkout serves that checkout's code, since the current
+    directory comes first on ``sys.path``) on a free 127.0.0.1 port, up (``/healthz``
+    answers) until ``stop`` closes; its log in ``folder/<name>.log``."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     log_file = folder / f"{name}.log"
     command = [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py",
                app or APPS[name], "--bind", f"127.0.0.1:{port}"]
     process = stop.enter_context(running_server(
-        command, f"{base}/healthz", env=env, name=f"gunicorn-{name}", log_file=log_file,
-        startup_timeout=60,
+        command, f"{base}/healthz", env=env, cwd=cwd, name=f"gunicorn-{name}",
+        log_file=log_file, startup_timeout=60,
     ))
     return Server(name, base, process, log_file)
 

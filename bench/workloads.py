@@ -60,9 +60,19 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("seed", "seed", "POST", "`POST /seed/<aid>/<uid>/buy`: the seed's purchase script "
              "only (`bench/seed_purchase.lua`, one EVALSHA, no edge), distinct users, large stock",
              "baseline", "seed", OK),
+    # Issue #26 (bench/drops.py): the purchase on the code before the issue, in its own
+    # gunicorn from a git worktree, then beside `purchase` (each pair adjacent in ORDER).
+    Workload("purchase-before", "gateway-before", "POST", "`purchase` on a gateway serving "
+             "the code before issue #26 (a git worktree)", "baseline", None, OK),
     Workload("purchase", "gateway", "POST", "`POST /seckill/<aid>/<token>/buy`: JWT, window, "
              "sold-out flag, signed URL, per-user limit, script + WAITAOF; distinct users, "
              "large stock", "gateway", "seed", OK),
+    Workload("purchase-variant", "gateway", "POST", "`purchase` of one variant of a "
+             "5-variant activity, body `{\"variant\": \"<vid>\"}`", "gateway", "purchase", OK),
+    Workload("purchase-user", "gateway", "POST", "`purchase` on a `limit_by: user` activity, "
+             "tokens carrying the person claim", "baseline", None, OK),
+    Workload("purchase-person", "gateway", "POST", "`purchase` on a `limit_by: person` "
+             "activity, each request a distinct person", "gateway", "purchase-user", OK),
     Workload("url", "gateway", "GET", "`GET /seckill/url?activity=<aid>`: JWT, window, "
              "per-user limit, signing; distinct users", "gateway", "seed", OK),
     Workload("script", "seed", "POST", "`POST /script/<aid>/<uid>/buy`: today's "

@@ -1,0 +1,135 @@
+"""The ``drops`` scenario's section of the ``bench run`` report: issue #26's targets.
+
+Each target is a pair run back to back in every round; the ratio is taken within the round
+(the measured workload's 200s per second over its baseline's), then the median over the
+rounds, with every round's two figures printed beside it so a noisy round shows. 200s per
+second, not all answers: a purchase answered otherwise (a 503, a 429) is not a purchase.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from bench.drops import BEFORE, NAMES, PAIRS
+from bench.report import Report, median
+from bench.workloads import Run
+
+GOAL = 0.95  # every target of the issue is ≥ 0.95x ("no slower, within noise" included)
+ROUNDS = 5  # the issue asks for medians of at least this many rounds
+TEXT = {
+    "purchase-variant": "a purchase of one variant ≥ 0.95x a single-item purchase, same "
+                        "gateway",
+    "purchase-person": "a `limit_by: person` purchase ≥ 0.95x a `limit_by: user` one",
+    "purchase": "the single-item purchase no slower than before issue #26 (≥ 0.95x the same "
+                "on the old code counts as within noise)",
+}
+
+
+def ok_rate(run: Run) -> float:
+    """200s per second of the run."""
+    seconds = run.result.seconds
+    return run.result.statuses.get("200", 0) / seconds if seconds > 0 else 0.0
+
+
+def ran(report: Report) -> bool:
+    return any(report.of(name) for name in NAMES)
+
+
+def rounds(report: Report, measured: str, baseline: str) -> list[dict[str, Any]]:
+    """Per round in which both ran: each one's 200s/s, the ratio, which ran first."""
+    base = {r.round: r for r in report.of(baseline)}
+    out = []
+    for run in report.of(measured):
+        other = base.get(run.round)
+        if other is None or not ok_rate(other):
+            continue
+        first = (measured if report.runs.index(run) < report.runs.index(other)
+                 else baseline)
+        out.append({"round": run.round, "measured": ok_rate(run), "baseline": ok_rate(other),
+                    "ratio": ok_rate(run) / ok_rate(other), "first": first,
+                    "others_cpu": (run.foreign + other.foreign) / 2})
+    return out
+
+
+def targets(report: Report) -> list[dict[str, Any]]:
+    """The issue's three targets, each with its rounds and whether it was met (None: the
+    pair did not run)."""
+    out = []
+    for measured, baseline in PAIRS.items():
+        per = rounds(report, measured, baseline)
+        row: dict[str, Any] = {"target": TEXT[measured], "measured_workload": measured,
+                               "baseline_workload": baseline, "goal": GOAL, "rounds": per}
+        if not per:
+            row.update(value=None, met=None, failed_checks=False)
+        else:
+            value = statistics.median(r["ratio"] for r in per)
+            row.update(value=value, met=value >= GOAL, failed_checks=any(
+                r.failed for r in report.of(measured) + report.of(baseline)))
+        out.append(row)
+    return out
+
+
+def status(row: dict[str, Any], n_rounds: int) -> str:
+    if row["met"] is None:
+        return "not measured"
+    text = "met" if row["met"] else "**NOT met**"
+    if row["failed_checks"]:
+        text += " (but a correctness check failed: see the runs)"
+    if n_rounds < ROUNDS:
+        text += f" (only {n_rounds} round{'s' if n_rounds != 1 else ''}: the issue asks ≥ {ROUNDS})"
+    return text
+
+
+def section(report: Report) -> list[str]:
+    """The Markdown section (empty when no drops workload ran)."""
+    if not ran(report):
+        return []
+    found = targets(report)
+    lines = [
+        "", "## Issue #26: variants, limits per person, and the purchase before the issue", "",
+        f"Command: `{report.command}`", "",
+        "Ratios of 200s per second, taken within each round (the pair runs back to back, its "
+        "order swapped every round), then the median of the rounds.", "",
+        "| target | median ratio | per round | status |", "|---|---:|---|---|"]
+    for t in found:
+        if t["met"] is None:
+            lines.append(f"| {t['target']} | not measured | | not measured |")
+            continue
+        lines.append(f"| {t['target']} (`{t['measured_workload']}` / "
+                     f"`{t['baseline_workload']}`) | **{t['value']:.2f}x** | "
+                     + ", ".join(f"{r['ratio']:.2f}" for r in t["rounds"])
+                     + f" | {status(t, len(t['rounds']))} |")
+    lines += ["", "Every round of every pair (200s per second):", "",
+              "| pair | round | ran first | measured | baseline | ratio | others' CPU (cores) |",
+              "|---|---:|---|---:|---:|---:|---:|"]
+    for t in found:
+        for r in t["rounds"]:
+            lines.append(f"| `{t['measured_workload']}` / `{t['baseline_workload']}` | "
+                         f"{r['round']} | `{r['first']}` | {r['measured']:,.0f} | "
+                         f"{r['baseline']:,.0f} | {r['ratio']:.2f} | {r['others_cpu']:.2f} |")
+    lines += ["", "| workload | 200s/s (median) | p50 ms | p99 ms | Redis commands / purchase |",
+              "|---|---:|---:|---:|---:|"]
+    for name in ("purchase", *NAMES):
+        runs = report.of(name)
+        if runs:
+            lines.append(f"| {name} | {median(runs, ok_rate):,.0f} | "
+                         f"{median(runs, lambda r: r.result.p50_ms):.1f} | "
+                         f"{median(runs, lambda r: r.result.p99_ms):.1f} | "
+                         f"{median(runs, lambda r: r.per_request()[1]):.2f} |")
+    if report.of(BEFORE):
+        lines += ["", "`purchase-before`'s code is named in the settings above (the commit "
+                  "of the worktree)."]
+    return lines
+
+
+def summary(report: Report) -> dict[str, Any]:
+    """The section's figures for the JSON."""
+    if not ran(report):
+        return {}
+    rows = {name: {"ok_per_s": median(report.of(name), ok_rate),
+                   "ok_per_s_rounds": [ok_rate(r) for r in report.of(name)],
+                   "p50_ms": median(report.of(name), lambda r: r.result.p50_ms),
+                   "p99_ms": median(report.of(name), lambda r: r.result.p99_ms)}
+            for name in ("purchase", *NAMES) if report.of(name)}
+    return {"command": report.command, "targets": targets(report), "workloads": rows}
