@@ -18,54 +18,30 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from seckill.config import ConfigError, operator_secrets, own_redis_url
 from seckill.ops.commands import Failure
 from seckill.ops.drill_checks import Evidence, Invariant, StoredRow, check, failed
-from seckill.ops.drill_crowd import Buyer, Client, Crowd, Record, resolve_unknown
+from seckill.ops.drill_crowd import Client, Crowd, Record, resolve_unknown
+from seckill.ops.drill_database import stored_in_database, variant_books
 from seckill.ops.drill_faults import Canary, Faults, Operator
+from seckill.ops.drill_plan import plan_activities, plan_buyers
 from seckill.ops.drill_report import Fault, markdown, text, write
-from seckill.ops.drill_stack import DrillStack, StackError, seckill_command
+from seckill.ops.drill_stack import PERSON_CLAIM, DrillStack, StackError, seckill_command
 
 
-def _iso(at: datetime) -> str:
-    return at.replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
-def plan_activities(run: str, users: int, duration: float, target: bool) -> list[dict[str, Any]]:
-    """The drill's activities: against a deployment one rehearsal; else a plain one that
-    sells out near the end, one with a payment window (every other winner pays) and a small
-    one that sells out at once."""
-    now = datetime.now(UTC)
-    window = {"starts_at": _iso(now - timedelta(seconds=5)),
-              "ends_at": _iso(now + timedelta(seconds=duration + 900))}
-    if target:
-        return [{"id": f"drill-{run}", "name": "Sale-day drill (rehearsal)",
-                 "total": max(1, users * 9 // 10), "rehearsal": True, **window}]
-    share_a, share_b = users * 45 // 100, users * 45 // 100
-    share_c = max(1, users - share_a - share_b)
-    return [
-        {"id": f"drill-{run}-a", "name": "Drill: plain", "total": max(1, share_a * 9 // 10),
-         **window},
-        {"id": f"drill-{run}-b", "name": "Drill: payment window", "total": max(1, share_b),
-         "payment_window": max(5, int(duration / 4)), **window},
-        {"id": f"drill-{run}-c", "name": "Drill: sells out", "total": max(1, share_c // 5),
-         **window},
-    ]
-
-
-def plan_buyers(run: str, users: int, activities: list[dict[str, Any]]) -> list[Buyer]:
-    """Distinct users spread over the activities in proportion to their stock (45/45/10)."""
-    cycle = [0, 1] * 9 + [2, 2] if len(activities) == 3 else [0]
-    buyers = []
-    for n in range(users):
-        body = activities[cycle[n % len(cycle)]]
-        pays = "payment_window" in body and n % 4 == 1
-        buyers.append(Buyer(f"drill-{run}-u{n}", str(body["id"]), pays))
-    return buyers
+def describe(body: dict[str, Any]) -> str:
+    """An activity in a few words, for the report's facts."""
+    shape = [f"total {body['total']}"] if "total" in body else [
+        "variants " + "/".join(f"{v['id']}:{v['total']}" for v in body["variants"])]
+    if "payment_window" in body:
+        shape.append(f"payment window {body['payment_window']} s")
+    if body.get("limit_by") == "person":
+        shape.append(f"limit by person, {body.get('per_user_limit', 1)} units each")
+    return f"{body['id']} ({', '.join(shape)})"
 
 
 def _create(operator: Operator, body: dict[str, Any]) -> None:
@@ -73,19 +49,6 @@ def _create(operator: Operator, body: dict[str, Any]) -> None:
     if status != 201:
         raise StackError(f"creating the drill's activity {body['id']} answered {status}: "
                          f"{json.dumps(answer)[:300]}")
-
-
-def _stored_in_database(database_url: str, aids: list[str]) -> dict[str, list[StoredRow]]:
-    from seckill.sql.book import OrderBook
-    from seckill.sql.engine import make_engine
-
-    engine = make_engine(database_url)
-    try:
-        book = OrderBook(engine)
-        return {aid: [StoredRow(o.order_id, o.activity_id, o.user_id, o.status)
-                      for o in book.orders_of(aid)] for aid in aids}
-    finally:
-        engine.dispose()
 
 
 def _stored_by_status(base: str, jwt_secret: str, records: list[Record]
@@ -190,7 +153,7 @@ def run_embedded(args: argparse.Namespace) -> int:
         started = time.monotonic()
         crowd = Crowd(stack.base, stack.admin_base, stack.jwt_secret, stack.admin_token,
                       plan_buyers(run, args.users, activities), args.duration,
-                      lambda: phase[0], started)
+                      lambda: phase[0], started, person_claim=PERSON_CLAIM)
         faults_run = Faults(stack, operator, Canary(stack.base, stack.jwt_secret, aids[0]),
                             aids[0], aids, crowd)
         timeline = [Fault("calm", 0.0)]
@@ -209,19 +172,22 @@ def run_embedded(args: argparse.Namespace) -> int:
         timeline.append(last)
         phase[0] = last.name
         crowd.join(args.duration + 120)
-        resolved = resolve_unknown(stack.base, stack.jwt_secret, crowd.records, crowd.now)
+        resolved = resolve_unknown(stack.base, stack.jwt_secret, crowd.records, crowd.now,
+                                   crowd.tokens)
         stats = operator.drained(aids)
         env = {**stack.env(), "SECKILL_DATA_DIR": str(stack.data)}
         database_url = f"sqlite:///{stack.data / 'seckill.db'}"
-        evidence = Evidence(crowd.records, stats, _stored_in_database(database_url, aids),
-                            resolved, reconcile_all(aids, env), faults_run.snapshots)
+        bodies = {str(a["id"]): a for a in activities}
+        evidence = Evidence(crowd.records, stats, stored_in_database(database_url, aids),
+                            resolved, reconcile_all(aids, env), faults_run.snapshots,
+                            activities=bodies)
+        evidence.variant_books = variant_books(operator, database_url, bodies)
         invariants = check(evidence)
         facts = [f"`seckill drill {' '.join(sys.argv[2:])}`".replace("  ", " "),
-                 f"stack: {stack.shape()}; first start took {took:.1f} s",
+                 f"stack: {stack.shape()}; first start took {took:.1f} s; "
+                 f"SECKILL_PERSON_CLAIM={PERSON_CLAIM}",
                  f"{args.users} distinct buyers over {args.duration:.0f} s; activities: "
-                 + ", ".join(f"{a['id']} (total {a['total']}"
-                             + (f", payment window {a['payment_window']} s" if
-                                "payment_window" in a else "") + ")" for a in activities),
+                 + ", ".join(describe(a) for a in activities),
                  f"{len(crowd.records)} requests recorded (every one in requests.csv)"]
         code = _finish(args, report_dir, "Sale-day drill", facts, timeline, crowd, invariants,
                        resolved)
@@ -277,7 +243,8 @@ def run_target(args: argparse.Namespace) -> int:
         reconciled = reconcile_all([aid]) if own_redis_url() else None
         evidence = Evidence(crowd.records, stats, _stored_by_status(base, jwt_secret,
                                                                     crowd.records),
-                            resolved, reconciled, stored_from="the order status (stored)")
+                            resolved, reconciled, stored_from="the order status (stored)",
+                            activities={aid: activity})
         invariants = check(evidence)
     finally:
         status, _, _ = operator.insist("POST", f"/admin/activities/{aid}/end")

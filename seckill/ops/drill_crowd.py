@@ -2,9 +2,9 @@
 drill, each asking for a purchase URL and then buying once, through keep-alive connections.
 
 Every request is bounded by a timeout and recorded (time, phase, endpoint, status, error code,
-and a purchase's order id). A purchase answered 502/503 (but ``paused``)/504, or lost to a
-timeout or a dropped connection, has an *unknown* outcome: :func:`resolve_unknown` asks each
-such buyer's order status afterwards.
+a purchase's order id, units and variants, the person behind the account if any). A purchase
+answered 502/503 (but ``paused``)/504, or lost to a timeout or a dropped connection, has an
+*unknown* outcome: :func:`resolve_unknown` asks each such buyer's order status afterwards.
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ class Record:
     uid: str
     aid: str
     order_id: str = ""
+    units: int = 0  # a purchase answered 200: the units it sold
+    person: str = ""  # the person behind the account (their token's person claim), if any
+    items: str = ""  # a purchase answered 200 on an activity with variants: "s:1,m:1"
 
     def unknown_outcome(self) -> bool:
         """A purchase whose outcome the answer does not tell."""
@@ -48,11 +51,41 @@ class Record:
 
 @dataclasses.dataclass(frozen=True)
 class Buyer:
-    """One distinct user and the activity they try to buy, and whether they pay."""
+    """One distinct user (an account) and the activity they try to buy, whether they pay, the
+    person behind the account (several accounts may share one) and the purchase's body (None:
+    an empty one)."""
 
     uid: str
     aid: str
     pays: bool
+    person: str = ""
+    body: dict[str, Any] | None = None
+
+
+def buyer_token(buyer: Buyer, jwt_secret: str, person_claim: str, ttl: int) -> str:
+    """The buyer's JWT, with the person claim when a person stands behind the account."""
+    claims: dict[str, object] | None = {person_claim: buyer.person} if buyer.person else None
+    return mint_user_token(buyer.uid, jwt_secret, ttl, claims=claims)
+
+
+def items_text(body: dict[str, Any]) -> str:
+    """A 200's or an order status's ``items`` as ``"s:1,m:1"`` ("" without)."""
+    items = body.get("items")
+    if not isinstance(items, list):
+        return ""
+    return ",".join(f"{i.get('variant')}:{i.get('quantity')}" for i in items
+                    if isinstance(i, dict))
+
+
+def units_of(body: dict[str, Any]) -> int | None:
+    """The units a 200 or an order status names: its items' quantities, else its
+    ``quantity``; None when it says nothing (an order status without variants)."""
+    items = body.get("items")
+    if isinstance(items, list):
+        return sum(i["quantity"] for i in items
+                   if isinstance(i, dict) and isinstance(i.get("quantity"), int))
+    quantity = body.get("quantity")
+    return quantity if isinstance(quantity, int) else None
 
 
 class Client:
@@ -136,14 +169,17 @@ class Crowd:
     def __init__(
         self, base: str, admin_base: str, jwt_secret: str, admin_token: str,
         buyers: list[Buyer], duration: float, phase: Callable[[], str], started: float,
-        threads: int = 48,
+        threads: int = 48, person_claim: str = "",
     ) -> None:
         self.base, self.admin_base = base, admin_base
         self.jwt_secret, self.admin_token = jwt_secret, admin_token
         self.buyers, self.duration, self.phase, self.started = buyers, duration, phase, started
         self.threads = max(1, min(threads, len(buyers)))
         self.records: list[Record] = []  # list.append is atomic: shared by the threads
-        self.tokens = {b.uid: mint_user_token(b.uid, jwt_secret, 3 * 3600) for b in buyers}
+        if any(b.person for b in buyers) and not person_claim:
+            raise ValueError("buyers with a person need the stack's person claim")
+        self.tokens = {b.uid: buyer_token(b, jwt_secret, person_claim, 3 * 3600)
+                       for b in buyers}
         self._work: queue.Queue[tuple[float, Buyer] | None] = queue.Queue()
         self._pool: list[threading.Thread] = []
         self.stop_requested = threading.Event()
@@ -214,9 +250,13 @@ class Crowd:
             admin.close()
 
     def _record(self, phase: str, at: float, endpoint: str, status: int, error: str,
-                buyer: Buyer, order_id: str = "") -> None:
+                buyer: Buyer, order_id: str = "", answer: dict[str, Any] | None = None
+                ) -> None:
+        units, items = 0, ""
+        if answer is not None and status == 200:
+            units, items = units_of(answer) or 0, items_text(answer)
         self.records.append(Record(round(at, 3), phase, endpoint, status, error, buyer.uid,
-                                   buyer.aid, order_id))
+                                   buyer.aid, order_id, units, buyer.person, items))
 
     def _buy(self, public: Client, admin: Client, buyer: Buyer) -> None:
         token = self.tokens[buyer.uid]
@@ -228,9 +268,9 @@ class Crowd:
         if status != 200 or not isinstance(url, str):
             return
         at, phase = self.now(), self.phase()
-        status, body, error = public.call("POST", url, token)
+        status, body, error = public.call("POST", url, token, buyer.body)
         order_id = str(body.get("order_id") or "")
-        self._record(phase, at, "buy", status, error, buyer, order_id)
+        self._record(phase, at, "buy", status, error, buyer, order_id, body)
         if status == 200 and buyer.pays and order_id:
             at, phase = self.now(), self.phase()
             status, body, error = admin.call(
@@ -241,16 +281,19 @@ class Crowd:
 
 def resolve_unknown(
     base: str, jwt_secret: str, records: list[Record], now: Callable[[], float],
+    tokens: dict[str, str] | None = None,
 ) -> dict[tuple[str, str], dict[str, Any]]:
     """Ask ``GET /seckill/<aid>/order`` for every buyer whose purchase had an unknown
     outcome; ``(aid, uid) -> the order status`` (``{"status": "unanswered"}`` when even that
-    failed, after a few bounded tries)."""
+    failed, after a few bounded tries). ``tokens``: the crowd's own (an account of a person
+    asks with its person claim; on an activity limited by person the status is the
+    person's)."""
     asked = sorted({(r.aid, r.uid) for r in records if r.unknown_outcome()})
     found: dict[tuple[str, str], dict[str, Any]] = {}
     client = Client(base)
     try:
         for aid, uid in asked:
-            token = mint_user_token(uid, jwt_secret, 600)
+            token = (tokens or {}).get(uid) or mint_user_token(uid, jwt_secret, 600)
             body: dict[str, Any] = {"status": "unanswered"}
             for _ in range(5):
                 status, answer, _error = client.call("GET", f"/seckill/{quote(aid)}/order",

@@ -27,9 +27,13 @@ from seckill.ops.ports import free_listen_port
 # The supervisor's lines about its children (seckill/ops/supervisor.py), text or JSON format.
 CHILD_LINE = re.compile(r"(\S+) (started|restarted) \(pid (\d+)\)")
 BANNER = "seckill is up on"
+# The claim naming the person behind an account in the drill's tokens (SECKILL_PERSON_CLAIM of
+# its stack): the drop's accounts carry it, several accounts of one person the same value.
+PERSON_CLAIM = "drill_person"
 # Variables of the operator's own deployment that must not leak into the drill's stack.
 FOREIGN = ("REDIS_URL", "DATABASE_URL", "SECKILL_KEY_PREFIX", "SECKILL_REDIS_CLUSTER",
-           "SECKILL_INSTANCES", "PROMETHEUS_MULTIPROC_DIR", "SECKILL_DATA_DIR", "SECKILL_ENV")
+           "SECKILL_INSTANCES", "PROMETHEUS_MULTIPROC_DIR", "SECKILL_DATA_DIR", "SECKILL_ENV",
+           "SECKILL_PERSON_CLAIM")
 
 
 class StackError(RuntimeError):
@@ -98,11 +102,12 @@ class DrillStack:
         return argv
 
     def env(self) -> dict[str, str]:
-        """Development mode with the drill's own secrets, data folder and store."""
+        """Development mode with the drill's own secrets, data folder, store and person claim
+        (its drop is limited by person)."""
         env = {k: v for k, v in environment().items() if k not in FOREIGN}
         env.update(self.secrets)
         env.update({"SECKILL_ENV": "development", "SECKILL_DATA_DIR": str(self.data),
-                    "PYTHONUNBUFFERED": "1"})
+                    "SECKILL_PERSON_CLAIM": PERSON_CLAIM, "PYTHONUNBUFFERED": "1"})
         return env
 
     # -- start and stop ------------------------------------------------------------------
