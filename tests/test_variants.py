@@ -20,7 +20,8 @@ from flask.testing import FlaskClient
 from tests.conftest import ADMIN, BOTH_BACKENDS, expect, iso, keys_of
 from tests.openapi_check import CheckedClient
 
-pytestmark = BOTH_BACKENDS
+# The bad inputs are refused before anything is written: they run on the single server; what
+# is written and read back runs on both.
 
 
 @pytest.fixture
@@ -46,6 +47,7 @@ def _create(client: Any, body: dict[str, Any]) -> Any:
                        headers=ADMIN | {"Content-Type": "application/json"})
 
 
+@BOTH_BACKENDS
 def test_creation_and_view(client):
     body = _valid(per_user_limit=2)
     created = expect(_create(client, body), 201)
@@ -67,6 +69,7 @@ def test_creation_and_view(client):
                                  "big_one-2": {"total": 0, "remaining": 0, "sold": 0}}
 
 
+@BOTH_BACKENDS
 def test_state_is_sold_out_only_when_every_variant_is(client):
     body = _valid(variants=[{"id": "a", "name": "A", "total": 0},
                             {"id": "b", "name": "B", "total": 0}])
@@ -85,6 +88,7 @@ def test_single_item_activities_show_no_variants(client, make_activity):
     assert "variants" not in stats
 
 
+@BOTH_BACKENDS
 def test_a_hundred_variants_are_accepted(client):
     many = [{"id": f"s{i}", "name": f"S{i}", "total": 1} for i in range(100)]
     created = expect(_create(client, _valid(variants=many)), 201)
