@@ -26,6 +26,7 @@ from seckill.domain.orders import (
 )
 from seckill.store.audit.reconcile_parts import reconcile_parts
 from seckill.store.audit.told import IN_FLIGHT_LIMIT, orders_in_flight, told_by_redis
+from seckill.store.audit.variant_audit import variant_differences
 from seckill.store.sale.recovery import (
     LOCK_TTL_MS,
     ORDERS_GROUP,
@@ -92,6 +93,9 @@ def reconcile(restorer: Restorer, aid: str, repair: bool = False) -> dict[str, A
         name: {"redis": actual[name], "database": expected[name]}
         for name in expected if actual[name] != expected[name]
     }
+    variant_diffs, variants_disagree = variant_differences(client, keys, activity,
+                                                           live.values())
+    differences.update(variant_diffs)
     marks = _mark_differences(restorer, aid, told_redis, in_flight, stored)
     if marks is None:
         differences["marks"] = f"not compared: over {IN_FLIGHT_LIMIT} entries wait in the stream"
@@ -105,7 +109,8 @@ def reconcile(restorer: Restorer, aid: str, repair: bool = False) -> dict[str, A
         "activity": aid, "action": "none", "stream_backlog": int(backlog),
         # Purchases refuse (503 inconsistent) while this holds: lua/purchase.lua, grab.lua.
         "inconsistent": counters_disagree(total_raw, remaining_raw, sold_raw, None, flag)
-        or (activity.kind == PACKETS and int(listed) != int(remaining_raw)),
+        or (activity.kind == PACKETS and int(listed) != int(remaining_raw))
+        or variants_disagree,
         "differences": differences}
     if not repair:
         return report
