@@ -44,7 +44,26 @@ def breaks_a_cross_field_rule(body: Any) -> bool:
     amount, count = body.get("amount"), body.get("count")
     if isinstance(amount, int) and isinstance(count, int) and amount < count:
         return True
-    return breaks_an_admission_rule(body, starts)
+    return breaks_an_admission_rule(body, starts) or breaks_a_variant_rule(body)
+
+
+def breaks_a_variant_rule(body: dict[str, Any]) -> bool:
+    """Variants (issue #26): their ids unique, their totals at most 10⁹ together, and not
+    with more than one shard."""
+    variants = body.get("variants")
+    if not isinstance(variants, list):
+        return False
+    ids = [v.get("id") for v in variants if isinstance(v, dict)]
+    totals = [v.get("total") for v in variants if isinstance(v, dict)]
+    shards = body.get("shards", 1)
+    return (len(set(map(str, ids))) != len(ids)
+            or sum(t for t in totals if isinstance(t, int)) > 1_000_000_000
+            or (isinstance(shards, int) and shards > 1))
+
+
+# Bodies that name variants, valid only on an activity that has them (or not, for a plain
+# one): schemathesis cannot know which kind the activity it picked is.
+VARIANT_FIELDS = {"restock": {"variant"}, "purchase": {"variant", "items"}}
 
 
 def breaks_an_admission_rule(body: dict[str, Any], starts: float) -> bool:
@@ -78,8 +97,11 @@ def filter_case(context: schemathesis.HookContext, case: schemathesis.Case) -> b
     if has_a_float(case.body) and case.operation.definition.raw.get(
             "operationId") != "setAdmissionFactor":  # the one number that is not a count
         return False
-    if case.operation.definition.raw.get("operationId") == "createActivity":
+    operation = case.operation.definition.raw.get("operationId")
+    if operation == "createActivity":
         return not breaks_a_cross_field_rule(case.body)
+    if operation in VARIANT_FIELDS and isinstance(case.body, dict):
+        return not VARIANT_FIELDS[operation] & set(case.body)
     return True
 
 
