@@ -53,6 +53,14 @@ class StockStats:
         pipe.hget(self.keys.meta(aid), "variants")
         (total_raw, remaining_raw, sold_raw, kind, amount, given, flag), buyers, listed = (
             pipe.execute())
+        variants = None
+        if listed:
+            # The activity's counters and its variants from one reading: read apart, a
+            # purchase between the two made one answer disagree with itself by a unit.
+            fields: Any = self.client.hgetall(self.keys.meta(aid))
+            total_raw, remaining_raw, sold_raw = (
+                fields.get("total"), fields.get("remaining"), fields.get("sold"))
+            variants = stats_body(variants_from_meta(fields)) if total_raw is not None else None
         if total_raw is None:
             if not self.ensure(aid):
                 return None
@@ -69,10 +77,5 @@ class StockStats:
             cancelled=counts["cancelled"],
             amount=int(amount) if kind == PACKETS and amount is not None else None,
             amount_given=int(given or 0) if kind == PACKETS else None,
-            variants=self._variants(aid) if listed else None,
+            variants=variants,
         )
-
-    def _variants(self, aid: str) -> dict[str, dict[str, int]]:
-        """Each variant's numbers (``{vid: {"total", "remaining", "sold"}}``), read at once."""
-        fields: Any = self.client.hgetall(self.keys.meta(aid))
-        return stats_body(variants_from_meta(fields))
