@@ -6,6 +6,7 @@ the admin API's path, which the cluster runs of tests/test_variants*.py cover)."
 from __future__ import annotations
 
 import json
+import subprocess
 
 from tests.conftest import ADMIN, buy, expect
 from tests.test_cli import assert_one_line_error, seckill
@@ -43,7 +44,7 @@ def test_variants_from_the_command_line(client, env, tmp_path):
 
 
 def test_bad_variants_are_refused_in_one_line(env, tmp_path):
-    def create(*extra: str) -> object:
+    def create(*extra: str) -> subprocess.CompletedProcess[str]:
         return seckill("activity", "create", "--id", "clibad", "--name", "X", "--duration",
                        "60", *extra, env=env)
 

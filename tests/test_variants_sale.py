@@ -154,7 +154,7 @@ def _script(rds: redis.Redis, prefix: str, aid: str, argv2: str, variant_keys: b
             ) -> list[Any]:
     keys = [f"{prefix}:{{{aid}}}:{name}" for name in ("meta", "buyers", "orders", "items")]
     source = lua_source("purchase")
-    return list(rds.eval(source, 4 if variant_keys else 3,  # type: ignore[no-untyped-call]
+    return list(rds.eval(source, 4 if variant_keys else 3,
                          *keys[: 4 if variant_keys else 3], "eve", argv2, aid))
 
 

@@ -211,16 +211,14 @@ class Restorer:
             for chunk in _chunks(grabbed):
                 pipe.hset(amounts_key, mapping=dict(chunk))
         paid, expired = restore_payments(pipe, self.keys, aid, stored)
-        # Which variant each unit of every stored order is (its cancel or expiry gives each
-        # back to its own); the variants' counters follow from the live ones.
-        itemized = [(o.order_id, encode_items(o.items)) for o in stored if o.items]
-        for chunk in _chunks(itemized):
+        # Which variant each unit of every stored order is (a cancel or an expiry gives each
+        # back to its own); the variants' counters follow from the live orders.
+        for chunk in _chunks([(o.order_id, encode_items(o.items)) for o in stored if o.items]):
             pipe.hset(items_key, mapping=dict(chunk))
         pipe.execute()
 
-        restored = dataclasses.replace(
-            activity, remaining=remaining,
-            variants=with_sold(activity.variants, (o.items for o in live.values())))
+        restored = dataclasses.replace(activity, remaining=remaining, variants=with_sold(
+            activity.variants, (o.items for o in live.values())))
         fields = meta_fields(restored, now_ms())
         fields = set_field(set_field(fields, "sold", sold), "seq", seq)
         if activity.payment_window:
