@@ -14,8 +14,9 @@ import redis
 from flask import Flask
 from flask.testing import FlaskClient
 
+from edge.identity import mint_user_token
 from seckill.store.plumbing.scripts import lua_source
-from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect, iso, user_headers
+from tests.conftest import ADMIN, BOTH_BACKENDS, JWT_SECRET, buy, expect, iso, user_headers
 from tests.openapi_check import CheckedClient
 
 pytestmark = BOTH_BACKENDS
@@ -28,13 +29,14 @@ def client(app: Flask) -> FlaskClient:
     return app.test_client()
 
 
-def _activity(client: Any, per_user_limit: int = 3, **sizes: int) -> str:
+def _activity(client: Any, per_user_limit: int = 3, limit_by: str = "user", **sizes: int
+              ) -> str:
     aid = f"v{uuid.uuid4().hex[:10]}"
     variants = [{"id": vid, "name": f"EU {vid}", "total": n}
                 for vid, n in (sizes or {"s40": 3, "s41": 2}).items()]
     expect(client.post("/admin/activities", headers=ADMIN, json={
         "id": aid, "name": "Sneaker", "variants": variants, "per_user_limit": per_user_limit,
-        "starts_at": iso(-60), "ends_at": iso(3600)}), 201)
+        "limit_by": limit_by, "starts_at": iso(-60), "ends_at": iso(3600)}), 201)
     return aid
 
 
@@ -200,3 +202,28 @@ def test_variant_refusals_come_from_the_flag_without_redis(make_app, private_val
     # Another variant still sells (through the script).
     expect(client.post(urls["late1"], headers=user_headers("late1"), json={"variant": "b"}), 200)
     observer.close()
+
+
+def test_a_person_buys_variants_once_whichever_account(make_app):
+    """Variants on an activity limited by person: the person's second account gets the
+    person's order, whatever variant it asks for; the order carries its items."""
+    client = make_app(SECKILL_PERSON_CLAIM="person").test_client()
+    aid = _activity(client, limit_by="person")
+
+    def person_headers(uid: str) -> dict[str, str]:
+        token = mint_user_token(uid, JWT_SECRET, 600, claims={"person": "pat"})
+        return {"Authorization": f"Bearer {token}"}
+
+    def purchase(uid: str, body: dict[str, Any]) -> Any:
+        url = expect(client.get(f"/seckill/url?activity={aid}", headers=person_headers(uid)),
+                     200)["url"]
+        return client.post(url, headers=person_headers(uid), json=body)
+
+    first = expect(purchase("pat-phone", {"items": [{"variant": "s40", "quantity": 1},
+                                                    {"variant": "s41", "quantity": 1}]}), 200)
+    again = expect(purchase("pat-laptop", {"variant": "s41"}), 409, "already_purchased")
+    assert again["order_id"] == first["order_id"]
+    status = expect(client.get(f"/seckill/{aid}/order", headers=person_headers("pat-laptop")),
+                    200)
+    assert status["items"] == first["items"] and status["order_id"] == first["order_id"]
+    assert _numbers(client, aid)["sold"] == 2
