@@ -11,7 +11,6 @@ nothing.) How a script is run, durably: ``seckill.store.plumbing.durable``.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -111,10 +110,13 @@ class Purchases:
             else:
                 break
         reply = self._checked(aid, reply)
+        if reply[0] == "ok":  # {"ok", order_id, remaining[, pay_by]}: never unlimited
+            return Purchase(str(reply[1]), quantity, int(reply[2]), None,
+                            int(reply[3]) if len(reply) > 3 else None, items)
         refusal = _variant_refusal(reply)
         if refusal is not None:
             raise refusal
-        return dataclasses.replace(_outcome(reply, quantity, False), items=items)
+        return _outcome(reply, quantity, False)
 
     def _checked(self, aid: str, reply: Any) -> Any:
         """The script's reply, unless its counters disagree (``lua/purchase.lua``): then
