@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import subprocess
 
+from seckill.worker.options import WorkerOptions
+from seckill.worker.orders import OrdersWorker
 from tests.conftest import ADMIN, buy, expect
 from tests.test_cli import assert_one_line_error, seckill
 
@@ -31,6 +33,16 @@ def test_variants_from_the_command_line(client, env, tmp_path):
                           "variant")
     assert_one_line_error(seckill("activity", "restock", "clisize", "5", "--variant", "42",
                                   env=env), 1, "unknown_variant")
+    # Redis loses it: show reads the database alone (the stored orders' units are gone).
+    services = client.application.extensions["seckill"]
+    OrdersWorker(services.client, services.keys, services.book,
+                 WorkerOptions(block_ms=1, poll_ms=1)).step()
+    for key in services.client.scan_iter(match=f"{services.keys.prefix}:{{clisize}}:*"):
+        services.client.delete(key)
+    shown = seckill("activity", "show", "clisize", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert {v["id"]: v["remaining"] for v in json.loads(shown.stdout)["variants"]} == {
+        "40": 50, "41": 83}
 
     sizes = tmp_path / "sizes.json"
     sizes.write_text(json.dumps([{"id": "S", "name": "Small", "total": 3},

@@ -189,13 +189,16 @@ def _from_database(book: OrderBook, aid: str) -> Activity | None:
 
     from seckill.domain.activities import PACKETS
     from seckill.domain.orders import live_and_cancelled
+    from seckill.domain.variants import with_sold
 
     activity = book.load_activity(aid)
     if activity is None or activity.total is None:
         return activity
     live, _ = live_and_cancelled(book.orders_of(aid))
     taken = len(live) if activity.kind == PACKETS else sum(o.quantity for o in live.values())
-    return dataclasses.replace(activity, remaining=max(activity.total - taken, 0))
+    return dataclasses.replace(activity, remaining=max(activity.total - taken, 0),
+                               variants=with_sold(activity.variants,
+                                                  (o.items for o in live.values())))
 
 
 def cmd_activity_restock(args: argparse.Namespace) -> int:
