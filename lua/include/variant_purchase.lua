@@ -21,6 +21,11 @@
 --   All of an order's items are checked before any is taken: all or nothing.
 
 local function variant_items(text, per_user_limit)
+  -- One variant, the common purchase: matched whole, so the text is already canonical.
+  local one, n1 = string.match(text, '^([%w_-]+):([1-9]%d*)$')
+  if one then
+    return {one, tonumber(n1)}, tonumber(n1), text
+  end
   local items, units, seen, parts = {}, 0, {}, {}
   for vid, n in string.gmatch(text, '([%w_-]+):(%d+)') do
     n = tonumber(n)
@@ -40,6 +45,23 @@ local function variant_items(text, per_user_limit)
 end
 
 local function take_variants(items, remaining)
+  if #items == 2 then  -- one variant: the same steps, without building the lists
+    local v, n = 'v:' .. items[1] .. ':', items[2]
+    local got = redis.call('HMGET', KEYS[1], v .. 'remaining', v .. 'sold', v .. 'total')
+    local left, sold, total = tonumber(got[1]), tonumber(got[2]), tonumber(got[3])
+    if not got[1] then
+      return {'unknown_variant', items[1]}
+    elseif remaining == 0 then
+      return {'sold_out'}
+    elseif not (sold and total) or left < 0 or sold < 0 or left + sold ~= total then
+      return {'inconsistent', v, got[3] or '', got[1], got[2] or ''}
+    elseif left < n then
+      return {'variant_sold_out', items[1], left}
+    end
+    redis.call('HINCRBY', KEYS[1], v .. 'remaining', -n)
+    redis.call('HINCRBY', KEYS[1], v .. 'sold', n)
+    return nil
+  end
   local fields = {}
   for i = 1, #items, 2 do
     local v = 'v:' .. items[i] .. ':'
