@@ -252,6 +252,9 @@ def gateway(valkey: EmbeddedValkey, tmp_path_factory: pytest.TempPathFactory
                       f"sqlite:///{folder / 'orders.db'}", "1000/second")
     env["GUNICORN_ACCESSLOG"] = "-"  # one line per answer, in the log: what the run reached
     env["SECKILL_URL_TTL"] = "900"  # the seeded purchase URLs outlive the run
+    # A deployment that names the person claim: `limit_by: person`, which the document
+    # allows, is then a valid activity (without the claim it is the documented 400).
+    env["SECKILL_PERSON_CLAIM"] = "person"
     log = folder / "gunicorn.log"
     with gunicorn_server(env, workers=2, log_file=log) as base:
         yield LiveGateway(base, folder, log, seed(base))
