@@ -66,3 +66,16 @@ def test_bad_variants_are_refused_in_one_line(env, tmp_path):
     broken = tmp_path / "broken.json"
     broken.write_text("[{")
     assert_one_line_error(create("--variants-file", str(broken)), 2, "not JSON")
+
+
+def test_limit_by_person_from_the_command_line(env):
+    """``--limit-by person``: refused in one line while no person claim is named, made once
+    the deployment names one."""
+    assert_one_line_error(seckill("activity", "create", "--id", "cliperson0", "--name", "Seat",
+                                  "--total", "5", "--limit-by", "person", "--duration", "3600",
+                                  env=env), 2, "limit_by")
+    made = seckill("activity", "create", "--id", "cliperson1", "--name", "Seat", "--total", "5",
+                   "--limit-by", "person", "--duration", "3600",
+                   env={**env, "SECKILL_PERSON_CLAIM": "person"})
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["limit_by"] == "person"

@@ -298,6 +298,10 @@ def build_parser() -> argparse.ArgumentParser:
     opens.add_argument("--queue-opens-at", help="queue/draw: ISO 8601 with an offset")
     create.add_argument("--challenge", action="store_true",
                         help="queue/draw: joining needs a solved proof-of-work challenge")
+    create.add_argument("--limit-by", choices=("user", "person"),
+                        help="stock: one purchase (and --per-user-limit units) per account "
+                             "(user, default) or per verified person across their accounts "
+                             "(person: needs SECKILL_PERSON_CLAIM)")
     add_product_options(create)
     add_variant_options(create)
     create.set_defaults(handler=cmd_activity_create)

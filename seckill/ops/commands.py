@@ -78,6 +78,8 @@ def _activity_body(args: argparse.Namespace) -> dict[str, Any]:
         body["queue_opens_at"] = iso_from_ms(now_ms())  # the queue opens now
     if args.challenge:
         body["challenge"] = True
+    if getattr(args, "limit_by", None) is not None:
+        body["limit_by"] = args.limit_by
     body.update(_product(args).body())
     listed = variants_body(args)
     if listed is not None:  # the API refuses them with packets, or with a total
