@@ -318,7 +318,9 @@ class SoldOutBoard:
                         # subscription there is none to forget: mark() waits for it.)
                         self.clear()
                     self._subscribed.set()
-                wait = min(1.0, max(0.0, next_check - time.monotonic()))
+                # Short reads, so that close() (which sets _stop) is heard within a fifth of a
+                # second: a 1 s read made every process's shutdown wait for it.
+                wait = min(0.2, max(0.0, next_check - time.monotonic()))
                 message = pubsub.get_message(timeout=wait)
                 if message and message.get("type") == "message":
                     self.clear(str(message["data"]))
