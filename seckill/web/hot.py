@@ -157,7 +157,7 @@ class HotRoutes:
             status, outcome, body = failure.status, failure.code, failure.body()
             headers = failure.headers()
             shared = _SHARED.get(route.endpoint)
-            if shared is not None and failure.code in shared:
+            if shared is not None:  # cache_headers says which of its refusals nginx may repeat
                 headers.update(cache_headers(shared, failure, now_ms()))
         payload = orjson.dumps(body)
         start_response(_STATUS[status], [
