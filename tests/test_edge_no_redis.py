@@ -31,28 +31,33 @@ def observer(private_valkey: EmbeddedValkey) -> Iterator[redis.Redis]:
     conn.close()
 
 
-def commands_by_connection(observer: redis.Redis) -> dict[tuple[str, str], int]:
-    """Commands each connection has sent, by (name, id); the observer's own left out."""
-    return {(c["name"], c["id"]): int(c["tot-cmds"]) for c in observer.client_list()
+def commands_by_connection(observer: redis.Redis) -> dict[str, tuple[str, int]]:
+    """Each connection's name and the commands it has sent, by id; the observer's own left
+    out."""
+    return {c["id"]: (c["name"], int(c["tot-cmds"])) for c in observer.client_list()
             if c["name"] != OBSERVER}
 
 
 class Counts:
     """Commands sent between two ``CLIENT LIST`` snapshots: by the requests' connections, and
-    by each background thread's (by name)."""
+    by each background thread's (by name).
 
-    def __init__(self, before: dict[tuple[str, str], int],
-                 after: dict[tuple[str, str], int]) -> None:
+    Connections are matched by id, and told apart by their name in the second snapshot: a
+    background connection caught by the first one between its connect and its ``CLIENT
+    SETNAME`` is listed there without a name."""
+
+    def __init__(self, before: dict[str, tuple[str, int]],
+                 after: dict[str, tuple[str, int]]) -> None:
         # A request connection that went away would hide its commands: there must be none.
-        gone = {key for key in before if key not in after
-                and not key[0].startswith(BACKGROUND_CLIENT_PREFIX)}
+        gone = {(name, cid) for cid, (name, _) in before.items() if cid not in after
+                and not name.startswith(BACKGROUND_CLIENT_PREFIX)}
         assert not gone, gone
         self.requests = 0
         self.background: dict[str, int] = {}
-        for key, sent in after.items():
-            delta = sent - before.get(key, 0)
-            if key[0].startswith(BACKGROUND_CLIENT_PREFIX):
-                self.background[key[0]] = self.background.get(key[0], 0) + delta
+        for cid, (name, sent) in after.items():
+            delta = sent - before.get(cid, (name, 0))[1]
+            if name.startswith(BACKGROUND_CLIENT_PREFIX):
+                self.background[name] = self.background.get(name, 0) + delta
             else:
                 self.requests += delta
 
