@@ -1,4 +1,4 @@
-"""The SQL schema (SQLAlchemy Core): activities and orders.
+"""The SQL schema (SQLAlchemy Core): activities, orders, and the webhooks' outbox.
 
 The database is written by the orders worker (orders, in batches) and by operator calls
 (activities, cancellations); the crowd never reaches it.
@@ -113,6 +113,71 @@ variants = sa.Table(
     sa.Column("name", sa.String(200), nullable=False),
     sa.Column("total", sa.BigInteger, nullable=False),
 )
+
+
+# Webhooks (issue #27). The outbox: one row per event, written in the same transaction as the
+# change it reports (seckill/sql/outbox.py); ``seq`` orders events, ``subject`` groups the
+# events that must arrive in order (one order's, one activity's), ``body`` is the JSON sent,
+# byte for byte, on every attempt and replay; ``dedupe`` makes an event that must exist once
+# per cause (a refund per payment_ref) idempotent. ``fanned`` is NULL until the dispatcher
+# has made the event's deliveries (one per endpoint subscribed at that moment).
+outbox = sa.Table(
+    "seckill_outbox",
+    metadata,
+    sa.Column("seq", sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+              primary_key=True, autoincrement=True),
+    sa.Column("event_id", sa.String(64), nullable=False, unique=True),  # the webhook-id
+    sa.Column("type", sa.String(32), nullable=False),
+    sa.Column("subject", sa.String(128), nullable=False),
+    sa.Column("activity_id", sa.String(64), nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+    sa.Column("fanned", sa.Boolean, nullable=True),
+    sa.Column("dedupe", sa.String(256), nullable=True, unique=True),
+)
+sa.Index("ix_seckill_outbox_unfanned", outbox.c.seq,
+         postgresql_where=outbox.c.fanned.is_(None), sqlite_where=outbox.c.fanned.is_(None))
+sa.Index("ix_seckill_outbox_created", outbox.c.created_ms)
+
+# The shop's endpoints: where events go, which types, the signing secret (``whsec_...``),
+# and the attempts by outcome (counters for /metrics that survive restarts and pruning).
+webhook_endpoints = sa.Table(
+    "seckill_webhook_endpoints",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("url", sa.String(2048), nullable=False),
+    sa.Column("events", sa.Text, nullable=False),  # JSON list of types, or ["*"]
+    sa.Column("secret", sa.String(128), nullable=False),
+    sa.Column("created_ms", sa.BigInteger, nullable=False),
+    sa.Column("delivered", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("retried", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("failed", sa.BigInteger, nullable=False, server_default="0"),
+)
+
+# One event's delivery to one endpoint: pending (due at ``next_ms``; while leased, by one
+# dispatcher until ``lease_ms``), delivered or failed; the last attempt's answer for the
+# operator. ``subject`` is the event's: a pending delivery holds back the later deliveries
+# of its subject to the same endpoint.
+webhook_deliveries = sa.Table(
+    "seckill_webhook_deliveries",
+    metadata,
+    sa.Column("endpoint_id", sa.String(40), primary_key=True),
+    sa.Column("seq", sa.BigInteger, primary_key=True),
+    sa.Column("subject", sa.String(128), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("next_ms", sa.BigInteger, nullable=False),
+    sa.Column("first_ms", sa.BigInteger, nullable=True),
+    sa.Column("lease_owner", sa.String(64), nullable=True),
+    sa.Column("lease_ms", sa.BigInteger, nullable=True),
+    sa.Column("last_ms", sa.BigInteger, nullable=True),
+    sa.Column("last_code", sa.Integer, nullable=True),
+    sa.Column("last_error", sa.String(300), nullable=True),
+    sa.Column("done_ms", sa.BigInteger, nullable=True),
+)
+sa.Index("ix_seckill_deliveries_due", webhook_deliveries.c.status, webhook_deliveries.c.next_ms)
+sa.Index("ix_seckill_deliveries_subject", webhook_deliveries.c.endpoint_id,
+         webhook_deliveries.c.subject, webhook_deliveries.c.seq)
 
 
 def ensure_schema(engine: sa.Engine) -> None:
