@@ -1,0 +1,190 @@
+"""The drill's shop (issue #27): a real receiver of the gateway's webhooks, and the invariant
+that every stored order's events arrived.
+
+The receiver listens on the loopback, verifies each delivery's signature with the
+``standardwebhooks`` library (a bad one is answered 401 and counted), and records what came:
+``webhook-id``, type, order and body. At the end the drill reads the orders of its
+activities from the database and expects, per order: ``order.created``; then
+``order.paid`` if it was paid, ``order.expired`` if its hold lapsed, ``order.cancelled`` if it
+was cancelled otherwise; each once (one ``webhook-id`` per event, however many attempts), the
+later ones after ``order.created``; and no event of an order the database does not hold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections import defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import orjson
+import sqlalchemy as sa
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from seckill.domain.events import (
+    ORDER_CANCELLED,
+    ORDER_CREATED,
+    ORDER_EXPIRED,
+    ORDER_PAID,
+)
+from seckill.ops.drill_checks import Invariant
+from seckill.sql.engine import make_engine
+from seckill.sql.schema import orders
+
+NAME = "every order's events reached the shop"
+
+
+@dataclasses.dataclass(frozen=True)
+class Arrival:
+    """One verified delivery, in the order it arrived."""
+
+    webhook_id: str
+    type: str
+    order_id: str | None
+    body: bytes
+
+
+class Receiver:
+    """A threaded HTTP server on 127.0.0.1 that verifies and records deliveries."""
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret
+        self.arrivals: list[Arrival] = []
+        self.refused = 0  # deliveries whose signature did not verify
+        self._lock = threading.Lock()
+        verifier = Webhook(secret)
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                try:
+                    event = verifier.verify(body, dict(self.headers.items()))
+                except (WebhookVerificationError, ValueError):
+                    with receiver._lock:
+                        receiver.refused += 1
+                    self.send_response(401)
+                    self.end_headers()
+                    return
+                data = event.get("data") or {}
+                arrival = Arrival(self.headers["webhook-id"], str(event.get("type")),
+                                  data.get("order_id"), body)
+                with receiver._lock:
+                    receiver.arrivals.append(arrival)
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
+                                        name="drill-receiver")
+
+    @property
+    def url(self) -> str:
+        """Where the endpoint is registered."""
+        return f"http://127.0.0.1:{self._server.server_address[1]}/seckill-events"
+
+    def start(self) -> Receiver:
+        """Serve in a thread of its own; returns the receiver."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self._server.shutdown()
+        self._server.server_close()
+
+    def snapshot(self) -> list[Arrival]:
+        """What arrived so far, in order."""
+        with self._lock:
+            return list(self.arrivals)
+
+
+def expected_events(database_url: str, aids: list[str]) -> dict[str, list[str]]:
+    """order id -> the event types its stored row calls for, in the order they happen."""
+    engine = make_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(orders.c.order_id, orders.c.status, orders.c.payment)
+                .where(orders.c.activity_id.in_(aids))).all()
+    finally:
+        engine.dispose()
+    wanted: dict[str, list[str]] = {}
+    for order_id, status, payment in rows:
+        kinds = [ORDER_CREATED]
+        if payment == "paid":
+            kinds.append(ORDER_PAID)
+        if payment == "expired":
+            kinds.append(ORDER_EXPIRED)
+        elif status == "cancelled":
+            kinds.append(ORDER_CANCELLED)
+        wanted[order_id] = kinds
+    return wanted
+
+
+def missing_events(wanted: dict[str, list[str]], arrivals: list[Arrival]) -> list[str]:
+    """What is wrong with ``arrivals`` against ``wanted`` (empty: nothing)."""
+    ids: dict[tuple[str, str], set[str]] = defaultdict(set)
+    first: dict[tuple[str, str], int] = {}
+    bodies: dict[str, bytes] = {}
+    wrong: list[str] = []
+    for n, a in enumerate(arrivals):
+        if a.order_id is None:
+            continue
+        key = (a.order_id, a.type)
+        ids[key].add(a.webhook_id)
+        first.setdefault(key, n)
+        if bodies.setdefault(a.webhook_id, a.body) != a.body:
+            wrong.append(f"{a.webhook_id} sent with two different bodies")
+        if a.order_id not in wanted:
+            wrong.append(f"{a.type} of {a.order_id}, which the database does not hold")
+    got: dict[str, set[str]] = defaultdict(set)  # order id -> the types that arrived
+    for oid, kind in ids:
+        got[oid].add(kind)
+    for order_id, kinds in sorted(wanted.items()):
+        for kind in kinds:
+            if kind not in got[order_id]:
+                wrong.append(f"{order_id}: no {kind}")
+            elif len(ids[(order_id, kind)]) > 1:
+                wrong.append(f"{order_id}: {kind} under {len(ids[(order_id, kind)])} ids")
+        wrong += [f"{order_id}: {kind}, not called for by its row"
+                  for kind in sorted(got[order_id] - set(kinds))]
+        created = first.get((order_id, ORDER_CREATED))
+        for kind in kinds[1:]:
+            at = first.get((order_id, kind))
+            if created is not None and at is not None and at < created:
+                wrong.append(f"{order_id}: {kind} arrived before {ORDER_CREATED}")
+    return wrong
+
+
+def check_events(database_url: str, aids: list[str], receiver: Receiver,
+                 settle_s: float = 90.0) -> Invariant:
+    """The invariant :data:`NAME`, once every expected event arrived or ``settle_s`` passed
+    (the dispatcher drains its backlog meanwhile)."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        wanted = expected_events(database_url, aids)
+        arrivals = receiver.snapshot()
+        wrong = missing_events(wanted, arrivals)
+        if not wrong or time.monotonic() > deadline:
+            break
+        time.sleep(1.0)
+    if receiver.refused:
+        wrong.insert(0, f"{receiver.refused} deliveries with a bad signature")
+    events = sum(len(kinds) for kinds in wanted.values())
+    return Invariant(NAME, not wrong, "; ".join(wrong[:5]) + (
+        f" (and {len(wrong) - 5} more)" if len(wrong) > 5 else "") if wrong else
+        f"{events} events of {len(wanted)} orders, each once and in order "
+        f"({len(arrivals)} deliveries received, signatures verified)")
+
+
+def decode(arrival: Arrival) -> dict[str, Any]:
+    """An arrival's body as JSON (for reports and tests)."""
+    body: dict[str, Any] = orjson.loads(arrival.body)
+    return body

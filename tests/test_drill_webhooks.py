@@ -1,0 +1,63 @@
+"""The drill's shop (seckill/ops/drill_webhooks.py): the events check fails on crafted
+arrivals that break it, and the receiver verifies signatures over real HTTP."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import urllib3
+from standardwebhooks.webhooks import Webhook
+
+from seckill.ops.drill_webhooks import Arrival, Receiver, missing_events
+
+SECRET = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtMTIz"
+
+
+def arrival(wid: str, kind: str, oid: str, body: bytes = b"{}") -> Arrival:
+    return Arrival(wid, kind, oid, body + wid.encode())
+
+
+WANTED = {"a:1": ["order.created", "order.paid"], "a:2": ["order.created", "order.expired"],
+          "a:3": ["order.created"]}
+GOOD = [arrival("m1", "order.created", "a:1"), arrival("m2", "order.created", "a:2"),
+        arrival("m3", "order.paid", "a:1"), arrival("m3", "order.paid", "a:1"),  # a retry
+        arrival("m4", "order.expired", "a:2"), arrival("m5", "order.created", "a:3")]
+
+
+def test_every_event_once_and_in_order_passes():
+    assert missing_events(WANTED, GOOD) == []
+
+
+def test_each_way_of_breaking_it_is_named():
+    assert missing_events(WANTED, GOOD[:-1]) == ["a:3: no order.created"]
+    assert missing_events(WANTED, [*GOOD, arrival("m6", "order.cancelled", "a:2")]) == [
+        "a:2: order.cancelled, not called for by its row"]
+    assert missing_events(WANTED, [*GOOD, arrival("m7", "order.created", "a:3")]) == [
+        "a:3: order.created under 2 ids"]
+    early = [GOOD[2], *GOOD[:2], *GOOD[3:]]
+    assert missing_events(WANTED, early) == ["a:1: order.paid arrived before order.created"]
+    assert missing_events(WANTED, [*GOOD, arrival("m8", "order.created", "b:9")]) == [
+        "order.created of b:9, which the database does not hold"]
+    changed = [*GOOD, Arrival("m5", "order.created", "a:3", b"other")]
+    assert missing_events(WANTED, changed) == ["m5 sent with two different bodies"]
+
+
+def test_the_receiver_verifies_signatures_over_http():
+    receiver = Receiver(SECRET).start()
+    http = urllib3.PoolManager()
+    try:
+        body = (b'{"type":"order.created","timestamp":"2026-11-27T00:00:00Z",'
+                b'"data":{"order_id":"a:1"}}')
+        stamp = datetime.now(UTC)
+        signature = Webhook(SECRET).sign("msg_1", stamp, body.decode())
+        headers = {"webhook-id": "msg_1", "webhook-timestamp": str(int(stamp.timestamp())),
+                   "webhook-signature": signature, "content-type": "application/json"}
+        assert http.request("POST", receiver.url, body=body, headers=headers).status == 204
+        forged = {**headers, "webhook-signature": "v1,AAAA"}
+        assert http.request("POST", receiver.url, body=body, headers=forged).status == 401
+        garbage = {**headers, "webhook-signature": "garbage"}
+        assert http.request("POST", receiver.url, body=body, headers=garbage).status == 401
+    finally:
+        receiver.stop()
+    assert receiver.snapshot() == [Arrival("msg_1", "order.created", "a:1", body)]
+    assert receiver.refused == 2
