@@ -5,6 +5,8 @@
 --          (<tag>: the activity id, or the buyer's home part of a sharded activity)
 -- ARGV[1]  order id   ARGV[2] payment reference (validated by the gateway, no "|")
 -- ARGV[3]  activity id (data, for the stream entry)
+-- ARGV[4]  the amount paid, cents (optional, validated by the gateway; "" or absent: none):
+--          passed on in the "paid" entry, so the orders worker stores it with the payment
 --
 -- Returns:
 --   {"paid", ref, paid_ms}           paid now: the hold is gone, a "paid" entry follows the
@@ -46,6 +48,11 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HSET', KEYS[3], ARGV[1],
   'paid|' .. now_ms .. '|' .. string.format('%d', pay_by) .. '|' .. ARGV[2] .. '|' .. rest)
 redis.call('HINCRBY', KEYS[1], 'paid', 1)
-redis.call('XADD', KEYS[4], '*', 'type', 'paid', 'order_id', ARGV[1], 'activity', ARGV[3],
-  'ref', ARGV[2], 'ts', now_ms)
+local entry = {'type', 'paid', 'order_id', ARGV[1], 'activity', ARGV[3], 'ref', ARGV[2],
+  'ts', now_ms}
+if ARGV[4] and ARGV[4] ~= '' then
+  entry[#entry + 1] = 'amount'
+  entry[#entry + 1] = ARGV[4]
+end
+redis.call('XADD', KEYS[4], '*', unpack(entry))
 return {'paid', ARGV[2], now_ms}

@@ -7,6 +7,7 @@ printed so that a person trying the project can still mint tokens.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import math
 import os
@@ -111,6 +112,25 @@ def _person_claim(env: Mapping[str, str]) -> str | None:
     return raw
 
 
+MIN_WEBHOOK_SECRET_BYTES = 24  # the Standard Webhooks specification: 24 to 64 bytes
+
+
+def _webhook_secret(env: Mapping[str, str], name: str) -> str | None:
+    """A Standard Webhooks secret, ``whsec_`` and base64 of 24..64 bytes; None when unset."""
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return None
+    key = raw.removeprefix("whsec_")
+    try:
+        decoded = base64.b64decode(key + "=" * (-len(key) % 4), validate=True)
+    except ValueError:
+        decoded = b""
+    if not raw.startswith("whsec_") or not MIN_WEBHOOK_SECRET_BYTES <= len(decoded) <= 64:
+        raise ConfigError(f"{name} must be a Standard Webhooks secret: whsec_ followed by the "
+                          f"base64 of {MIN_WEBHOOK_SECRET_BYTES} to 64 random bytes")
+    return raw
+
+
 def _choice(env: Mapping[str, str], name: str, default: str, allowed: tuple[str, ...]) -> str:
     raw = (env.get(name) or default).strip().lower()
     if raw not in allowed:
@@ -163,6 +183,9 @@ class Settings:
     # SECKILL_PERSON_CLAIM: the user token's claim naming the verified person behind the
     # account (limit_by person activities, seckill/domain/people.py); None: no such claim.
     person_claim: str | None = None
+    # SECKILL_PAYMENT_WEBHOOK_SECRET: the payment provider's Standard Webhooks secret
+    # ("whsec_<base64>") that signs POST /payments/webhook; None: that route takes nothing.
+    payment_webhook_secret: str | None = None
     generated: tuple[str, ...] = ()
 
     @property
@@ -225,6 +248,7 @@ class Settings:
             clock_skew=_int(env, "SECKILL_CLOCK_SKEW", 5),
             jwt_max_ttl=_int(env, "SECKILL_JWT_MAX_TTL", 30 * 86_400),
             person_claim=_person_claim(env),
+            payment_webhook_secret=_webhook_secret(env, "SECKILL_PAYMENT_WEBHOOK_SECRET"),
             behind_proxy=_bool(env, "SECKILL_BEHIND_PROXY", False),
             instance=env.get("SECKILL_INSTANCE") or f"{os.uname().nodename}:{os.getpid()}",
             durability=_choice(env, "SECKILL_DURABILITY", "local", ("none", "local", "replica")),

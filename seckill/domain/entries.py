@@ -41,9 +41,11 @@ class Paid:
     order_id: str
     at_ms: int
     ref: str
+    amount: int | None = None  # what the payment provider says it charged, cents (optional)
 
 
 PAYMENT_REF = re.compile(r"[A-Za-z0-9_.:/=+-]{1,128}")
+MAX_PAID_AMOUNT = 2**53 - 1  # a payment's amount, cents: exact in every JSON reader
 
 
 def parse_entry(stream_aid: str, fields: dict[str, str]) -> OrderRow | Cancel | Paid:
@@ -68,7 +70,7 @@ def parse_entry(stream_aid: str, fields: dict[str, str]) -> OrderRow | Cancel | 
         ref = fields.get("ref", "")
         if PAYMENT_REF.fullmatch(ref) is None:
             raise Poison(f"payment ref {ref[:80]!r} is not a valid reference")
-        return Paid(order_id, at_ms, ref)
+        return Paid(order_id, at_ms, ref, _paid_amount(fields))
     if kind != "purchase":
         raise Poison(f"unknown entry type {kind[:40]!r}")
     user = fields.get("user", "")
@@ -96,6 +98,16 @@ def parse_entry(stream_aid: str, fields: dict[str, str]) -> OrderRow | Cancel | 
             raise Poison(f"pay_by {str(pay_by)[:40]} is out of range")
     return OrderRow(order_id, stream_aid, user, quantity, at_ms, _amount(fields, quantity),
                     pay_by, items=_items(fields, quantity), account=account)
+
+
+def _paid_amount(fields: dict[str, str]) -> int | None:
+    """A payment's amount (cents), when the payment provider gave one."""
+    raw = fields.get("amount")
+    if raw is None:
+        return None
+    if not raw.isascii() or not raw.isdigit() or int(raw) > MAX_PAID_AMOUNT:
+        raise Poison(f"paid amount {raw[:40]!r} is not an integer in 0..{MAX_PAID_AMOUNT}")
+    return int(raw)
 
 
 def _items(fields: dict[str, str], quantity: int) -> Items | None:

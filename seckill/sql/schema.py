@@ -78,6 +78,9 @@ orders = sa.Table(
     sa.Column("pay_by", sa.BigInteger, nullable=True),
     sa.Column("payment_ref", sa.String(128), nullable=True),
     sa.Column("paid_ms", sa.BigInteger, nullable=True),
+    # What the payment provider said it charged, cents (POST /payments/webhook's optional
+    # "amount"); NULL when it did not say, or the operator's pay call recorded the payment.
+    sa.Column("paid_amount", sa.BigInteger, nullable=True),
     # A person-limited activity's order: user_id is the person's key, this the account that
     # bought (NULL otherwise: user_id is the account).
     sa.Column("account", sa.String(64), nullable=True),

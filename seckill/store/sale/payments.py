@@ -71,8 +71,9 @@ class Payments:
         self._windows[aid] = window
         return window
 
-    def pay(self, order_id: str, ref: Any) -> dict[str, Any]:
-        """Pay a held order; the 200 body, or the refusal raised."""
+    def pay(self, order_id: str, ref: Any, amount: int | None = None) -> dict[str, Any]:
+        """Pay a held order (``amount``: what the payment provider charged, cents, kept with
+        the payment when given); the 200 body, or the refusal raised."""
         if not isinstance(ref, str) or PAYMENT_REF.fullmatch(ref) is None:
             raise errors.BadRequest("payment_ref must be 1..128 characters of "
                                     "[A-Za-z0-9_.:/=+-]", field="payment_ref")
@@ -84,7 +85,8 @@ class Payments:
             raise errors.NoPaymentWindow(order_id=order_id)
         tag = self.parts.order_tag(aid, order_id)
         reply = self.runner.run_restoring(aid, self.scripts.pay, self.keys.pay_keys(tag),
-                                          [order_id, ref, aid])
+                                          [order_id, ref, aid,
+                                           "" if amount is None else str(amount)])
         outcome = reply[0]
         if outcome == "paid":
             return {"status": "paid", "order_id": order_id, "payment_ref": str(reply[1])}
