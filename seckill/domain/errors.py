@@ -104,6 +104,14 @@ class UnknownOrder(SeckillError):
     default_message = "no such order"
 
 
+class UnknownWebhook(SeckillError):
+    """404: no such webhook endpoint."""
+
+    status = 404
+    code = "unknown_webhook"
+    default_message = "no such webhook endpoint"
+
+
 class MethodNotAllowed(SeckillError):
     """405: the route exists, not with this method."""
 
