@@ -9,14 +9,19 @@ here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from seckill.domain.events import Event, new_event_id
-from seckill.sql.schema import outbox
+from seckill.domain import errors
+from seckill.domain.events import ORDER_REFUND_DUE, Event, new_event_id, order_event
+from seckill.sql.order_events import ORDER_COLUMNS, order_data
+from seckill.sql.schema import activities, orders, outbox, webhook_deliveries
+
+DONE = ("delivered", "failed")  # a delivery's final statuses
 
 
 def add_events(conn: sa.Connection, events: Sequence[Event]) -> None:
@@ -24,13 +29,69 @@ def add_events(conn: sa.Connection, events: Sequence[Event]) -> None:
     whose ``dedupe`` key is already in the outbox is not written again."""
     if not events:
         return
-    rows = [{"event_id": new_event_id(), "type": e.type, "subject": e.subject,
-             "activity_id": e.activity_id, "body": e.body().decode(), "created_ms": e.at_ms,
-             "fanned": None, "dedupe": e.dedupe} for e in events]
+    rows = [_row(e) for e in events]
     if all(e.dedupe is None for e in events):
         conn.execute(outbox.insert(), rows)
         return
     conn.execute(_insert_ignoring_duplicates(conn), rows)
+
+
+def record_refund_due(db: sa.Engine | sa.Connection, order_id: str, payment_ref: str,
+                      amount: int | None, at_ms: int) -> bool:
+    """Write the order.refund_due of a payment the order could not take (after its hold
+    expired, or a second payment of a paid order): once per (order, ``payment_ref``), however
+    often and by whomever it is called. True if written now; False if it was already there or
+    the order's activity is a rehearsal. Its data is the order as the database holds it, with
+    ``payment_ref`` and (when given) the payment's ``amount``. Given an Engine, in a
+    transaction of its own; given a Connection, in the caller's. UnknownOrder if no such
+    order."""
+    with _transaction(db) as conn:
+        found = conn.execute(
+            sa.select(*ORDER_COLUMNS, activities.c.rehearsal)
+            .select_from(orders.outerjoin(activities, activities.c.id == orders.c.activity_id))
+            .where(orders.c.order_id == order_id)).first()
+        if found is None:
+            raise errors.UnknownOrder(order_id=order_id[:120])
+        if found.rehearsal:
+            return False
+        data = {**order_data(found._mapping), "payment_ref": payment_ref}
+        if amount is not None:
+            data["amount"] = amount
+        event = order_event(ORDER_REFUND_DUE, data, at_ms,
+                            dedupe=f"refund_due:{order_id}:{payment_ref}")
+        done = conn.execute(_insert_ignoring_duplicates(conn).returning(outbox.c.seq),
+                            _row(event))
+        return done.first() is not None
+
+
+def prune(db: sa.Engine | sa.Connection, before_ms: int) -> int:
+    """Retention (``SECKILL_WEBHOOK_RETENTION``): delete the deliveries done (delivered or
+    failed) before ``before_ms``, then the events created before it that are fanned out and
+    have no delivery left (pending or done since); returns the number of events deleted."""
+    with _transaction(db) as conn:
+        conn.execute(webhook_deliveries.delete().where(
+            webhook_deliveries.c.status.in_(DONE), webhook_deliveries.c.done_ms < before_ms))
+        left = sa.select(webhook_deliveries.c.seq).where(
+            webhook_deliveries.c.seq == outbox.c.seq).exists()
+        gone = conn.execute(outbox.delete().where(
+            outbox.c.created_ms < before_ms, outbox.c.fanned.is_(True), ~left))
+        return int(gone.rowcount)
+
+
+@contextlib.contextmanager
+def _transaction(db: sa.Engine | sa.Connection) -> Iterator[sa.Connection]:
+    """A transaction of its own on an Engine; the caller's on a Connection."""
+    if isinstance(db, sa.Connection):
+        yield db
+        return
+    with db.begin() as conn:
+        yield conn
+
+
+def _row(event: Event) -> dict[str, Any]:
+    return {"event_id": new_event_id(), "type": event.type, "subject": event.subject,
+            "activity_id": event.activity_id, "body": event.body().decode(),
+            "created_ms": event.at_ms, "fanned": None, "dedupe": event.dedupe}
 
 
 def _insert_ignoring_duplicates(conn: sa.Connection) -> Any:
