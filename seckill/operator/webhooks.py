@@ -35,7 +35,8 @@ SECRET_PREFIX = "whsec_"
 _FIELDS = frozenset({"url", "events", "secret"})
 _ENDPOINT_ID = re.compile(r"ep_[0-9a-f]{20}", re.ASCII)
 _SEQ = re.compile(r"[0-9]{1,18}", re.ASCII)
-_NO_SPACE = re.compile(r"[^\x00-\x20\x7f-\x9f]+")  # no control character, no blank
+# The characters of a URI (RFC 3986: unreserved, reserved, and "%" of percent-encoding).
+_URI = re.compile(r"[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+", re.ASCII)
 _books: weakref.WeakKeyDictionary[sa.Engine, WebhookBook] = weakref.WeakKeyDictionary()
 
 __all__ = ["MAX_PAGE", "STATUSES", "checked_cursor", "checked_id", "checked_seq",
@@ -60,10 +61,13 @@ def checked_url(url: Any) -> str:
     if not isinstance(url, str) or not url or len(url) > MAX_URL:
         raise errors.BadRequest(f"url must be an http or https URL of at most {MAX_URL} "
                                 "characters", field="url")
-    if _NO_SPACE.fullmatch(url) is None:
-        raise errors.BadRequest("url must not hold blanks or control characters "
-                                "(percent-encode them)", field="url")
-    parts = urlsplit(url)
+    if _URI.fullmatch(url) is None:
+        raise errors.BadRequest("url must hold only the characters of a URI (percent-encode "
+                                "blanks, quotes and any other)", field="url")
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. an unclosed [ of an IPv6 address
+        raise errors.BadRequest("url is not a URL", field="url") from None
     if parts.scheme.lower() not in ("http", "https"):
         raise errors.BadRequest("url must be http:// or https://", field="url")
     if "@" in parts.netloc:

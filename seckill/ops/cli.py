@@ -33,6 +33,7 @@ from seckill.ops.commands import (
 )
 from seckill.ops.sale_commands import add_sale_verbs
 from seckill.ops.variant_options import add_restock_variant, add_variant_options
+from seckill.ops.webhook_commands import add_webhook_commands
 
 MAX_TOKEN_TTL = 30 * 24 * 3600
 IP_RATE = re.compile(r"off|[1-9][0-9]{0,6}r/[sm]")
@@ -342,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     rec.set_defaults(handler=cmd_reconcile_access)
 
     add_block_commands(commands)
+    add_webhook_commands(commands)
 
     aof = commands.add_parser("aof", help="a stopped Valkey server's append-only file")
     aof_verbs = aof.add_subparsers(dest="verb", metavar="VERB", required=True)
