@@ -6,7 +6,10 @@ up`` sets it) ``/metrics`` aggregates every worker's numbers, otherwise it shows
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import (
@@ -16,6 +19,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 REQUESTS = Counter(
@@ -107,3 +111,47 @@ def render(*collected: Collector) -> tuple[bytes, str]:
             now.register(collector)
         body += generate_latest(now)
     return body, CONTENT_TYPE_LATEST
+
+
+# Webhooks (issue #27): read from the database at scrape time (the deliveries' rows and the
+# endpoints' counters), the same in every process; seckill.sql.deliveries.webhook_numbers.
+@dataclasses.dataclass(frozen=True)
+class WebhookNumbers:
+    """Per endpoint (id, delivered, retried, failed) attempts; the pending deliveries; the
+    age of the oldest event not yet delivered (0: none)."""
+
+    endpoints: list[tuple[str, int, int, int]]
+    backlog: int
+    oldest_undelivered_s: float
+
+
+class WebhookCollector(Collector):
+    """``seckill_webhook_deliveries_total{endpoint,outcome}``, ``seckill_webhook_backlog`` and
+    ``seckill_webhook_oldest_undelivered_seconds``, from ``read()`` at each scrape (nothing
+    when it fails: the database's own health is ``/healthz``'s)."""
+
+    def __init__(self, read: Callable[[], WebhookNumbers]) -> None:
+        self.read = read
+
+    def collect(self) -> Iterator[Metric]:
+        """The webhooks' series, read now."""
+        try:
+            numbers = self.read()
+        except Exception:  # a scrape must not fail for a database blip
+            logging.getLogger("seckill.metrics").warning("webhook metrics unavailable",
+                                                         exc_info=True)
+            return
+        attempts = CounterMetricFamily(
+            "seckill_webhook_deliveries", "Webhook delivery attempts by endpoint and outcome "
+            "(delivered; retried: failed, tried again later; failed: given up).",
+            labels=["endpoint", "outcome"])
+        for endpoint, delivered, retried, failed in numbers.endpoints:
+            attempts.add_metric([endpoint, "delivered"], delivered)
+            attempts.add_metric([endpoint, "retried"], retried)
+            attempts.add_metric([endpoint, "failed"], failed)
+        yield attempts
+        yield GaugeMetricFamily("seckill_webhook_backlog", "Webhook deliveries pending.",
+                                value=numbers.backlog)
+        yield GaugeMetricFamily("seckill_webhook_oldest_undelivered_seconds",
+                                "Age of the oldest event not yet delivered to every endpoint "
+                                "(0: none).", value=numbers.oldest_undelivered_s)

@@ -1,0 +1,232 @@
+"""The webhooks' deliveries (issue #27): the dispatcher's reads and writes.
+
+* :func:`fan_out`: outbox rows not yet fanned out, in ``seq`` order, become one pending
+  delivery per endpoint subscribed to their type (one transaction; on PostgreSQL under an
+  advisory lock, so that two dispatchers never fan out side by side and out of order).
+* :func:`claim`: an endpoint's due deliveries, each the earliest pending one of its subject
+  to that endpoint (a later event waits while an earlier one is pending), leased to one
+  dispatcher until ``lease_ms`` (PostgreSQL: ``FOR UPDATE SKIP LOCKED``; SQLite: one writer).
+* :func:`record` / :func:`release`: the attempts' outcomes, many rows in one statement, only
+  where the lease is still the caller's; the endpoint's counters move with them.
+* :func:`webhook_numbers`: what ``/metrics`` shows (counters, backlog, oldest undelivered).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from seckill.domain.events import matches
+from seckill.metrics import WebhookNumbers
+from seckill.sql.schema import outbox, webhook_deliveries, webhook_endpoints
+
+PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
+FAN_OUT_LOCK = 0x5EC_27_0F  # PostgreSQL advisory lock key of the fan-out
+OUTCOMES = ("delivered", "retried", "failed")  # the endpoint's counters, one per attempt
+
+d = webhook_deliveries
+
+
+@dataclasses.dataclass(frozen=True)
+class Endpoint:
+    """An endpoint as the dispatcher needs it."""
+
+    id: str
+    url: str
+    events: tuple[str, ...]
+    secret: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Claimed:
+    """A delivery leased to this dispatcher: what to send, and its attempts so far."""
+
+    endpoint_id: str
+    seq: int
+    event_id: str
+    body: str
+    attempts: int
+    first_ms: int | None
+    lease_until: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """An attempt's result as stored: the row's new ``status`` (pending: retried at
+    ``next_ms``), and which counter it moves (``counted``: one of :data:`OUTCOMES`)."""
+
+    endpoint_id: str
+    seq: int
+    status: str
+    attempts: int
+    next_ms: int
+    first_ms: int
+    at_ms: int
+    code: int | None
+    error: str | None
+    counted: str
+
+    @property
+    def done_ms(self) -> int | None:
+        """When the delivery ended (delivered or failed), or None while pending."""
+        return None if self.status == PENDING else self.at_ms
+
+
+def endpoints(bind: sa.Engine | sa.Connection) -> list[Endpoint]:
+    """Every endpoint."""
+    e = webhook_endpoints
+    query = sa.select(e.c.id, e.c.url, e.c.events, e.c.secret).order_by(e.c.id)
+    with _connection(bind) as conn:
+        return [Endpoint(i, u, tuple(json.loads(ev)), s) for i, u, ev, s in conn.execute(query)]
+
+
+def fan_out(conn: sa.Connection, targets: Sequence[Endpoint], now_ms: int, limit: int) -> int:
+    """Make the deliveries of up to ``limit`` events not fanned out yet (in ``seq`` order),
+    due now, and mark the events fanned; the number of events. Inside the caller's
+    transaction."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(FAN_OUT_LOCK)))
+    events = conn.execute(sa.select(outbox.c.seq, outbox.c.type, outbox.c.subject)
+                          .where(outbox.c.fanned.is_(None))
+                          .order_by(outbox.c.seq).limit(limit)).all()
+    if not events:
+        return 0
+    made = [{"endpoint_id": t.id, "seq": seq, "subject": subject, "status": PENDING,
+             "attempts": 0, "next_ms": now_ms}
+            for seq, kind, subject in events for t in targets if matches(list(t.events), kind)]
+    if made:
+        # A replay may have made one already (the events of an endpoint since a moment).
+        conn.execute(_insert_missing(conn), made)
+    conn.execute(sa.update(outbox).where(outbox.c.seq.in_([e[0] for e in events]))
+                 .values(fanned=True))
+    return len(events)
+
+
+def _insert_missing(conn: sa.Connection) -> Any:
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert(d).on_conflict_do_nothing()
+    if conn.dialect.name == "sqlite":
+        from sqlalchemy.dialects import sqlite
+
+        return sqlite.insert(d).on_conflict_do_nothing()
+    return d.insert().prefix_with("IGNORE")
+
+
+def claim(conn: sa.Connection, endpoint_id: str, owner: str, now_ms: int, lease_ms: int,
+          limit: int) -> list[Claimed]:
+    """Lease up to ``limit`` of the endpoint's eligible due deliveries to ``owner`` until
+    ``now_ms + lease_ms``: pending, due, not leased (or the lease lapsed), and no earlier
+    pending delivery of the same subject to this endpoint. Inside the caller's transaction."""
+    if limit <= 0:
+        return []
+    earlier = d.alias("earlier")
+    free = sa.or_(d.c.lease_ms.is_(None), d.c.lease_ms <= now_ms)
+    blocked = sa.exists().where(earlier.c.endpoint_id == d.c.endpoint_id,
+                                earlier.c.subject == d.c.subject,
+                                earlier.c.status == PENDING, earlier.c.seq < d.c.seq)
+    pick = (sa.select(d.c.seq)
+            .where(d.c.endpoint_id == endpoint_id, d.c.status == PENDING,
+                   d.c.next_ms <= now_ms, free, ~blocked)
+            .order_by(d.c.next_ms, d.c.seq).limit(limit)
+            .with_for_update(skip_locked=True, of=d))
+    until = now_ms + lease_ms
+    leased = conn.execute(
+        sa.update(d).where(d.c.endpoint_id == endpoint_id, d.c.seq.in_(pick),
+                           d.c.status == PENDING, free)
+        .values(lease_owner=owner, lease_ms=until)
+        .returning(d.c.seq, d.c.attempts, d.c.first_ms)).all()
+    if not leased:
+        return []
+    bodies = {seq: (event_id, body) for seq, event_id, body in conn.execute(
+        sa.select(outbox.c.seq, outbox.c.event_id, outbox.c.body)
+        .where(outbox.c.seq.in_([row[0] for row in leased])))}
+    gone = [row[0] for row in leased if row[0] not in bodies]
+    if gone:  # its event was pruned (it cannot be, while pending): nothing left to send
+        conn.execute(sa.update(d).where(d.c.endpoint_id == endpoint_id, d.c.seq.in_(gone))
+                     .values(status=FAILED, done_ms=now_ms, last_error="event pruned",
+                             lease_owner=None, lease_ms=None))
+    return sorted((Claimed(endpoint_id, seq, *bodies[seq], attempts, first_ms, until)
+                   for seq, attempts, first_ms in leased if seq in bodies),
+                  key=lambda c: c.seq)
+
+
+def record(conn: sa.Connection, owner: str, outcomes: Sequence[Outcome]) -> None:
+    """Store attempts' outcomes (where the lease is still ``owner``'s: a replay, or another
+    dispatcher after a lapsed lease, wins), and move each endpoint's counters by them. Inside
+    the caller's transaction."""
+    if not outcomes:
+        return
+    b = sa.bindparam
+    stmt = (sa.update(d)
+            .where(d.c.endpoint_id == b("k_endpoint"), d.c.seq == b("k_seq"),
+                   d.c.lease_owner == owner)
+            .values(status=b("v_status"), attempts=b("v_attempts"), next_ms=b("v_next"),
+                    first_ms=b("v_first"), last_ms=b("v_at"), last_code=b("v_code"),
+                    last_error=b("v_error"), done_ms=b("v_done"), lease_owner=None,
+                    lease_ms=None))
+    conn.execute(stmt, [{"k_endpoint": o.endpoint_id, "k_seq": o.seq, "v_status": o.status,
+                         "v_attempts": o.attempts, "v_next": o.next_ms, "v_first": o.first_ms,
+                         "v_at": o.at_ms, "v_code": o.code,
+                         "v_error": (o.error or None) and o.error[:300], "v_done": o.done_ms}
+                        for o in outcomes])
+    counts = Counter((o.endpoint_id, o.counted) for o in outcomes)
+    e = webhook_endpoints
+    for endpoint_id in sorted({o.endpoint_id for o in outcomes}):
+        moves = {name: getattr(e.c, name) + counts[endpoint_id, name]
+                 for name in OUTCOMES if counts[endpoint_id, name]}
+        conn.execute(sa.update(e).where(e.c.id == endpoint_id).values(**moves))
+
+
+def release(conn: sa.Connection, owner: str, keys: Iterable[tuple[str, int]]) -> None:
+    """Give back leases never attempted (a stopping dispatcher's, a lease too close to its
+    end to send within it): due again at once for whoever claims them."""
+    rows = [{"k_endpoint": e, "k_seq": s} for e, s in keys]
+    if rows:
+        conn.execute(sa.update(d).where(d.c.endpoint_id == sa.bindparam("k_endpoint"),
+                                        d.c.seq == sa.bindparam("k_seq"),
+                                        d.c.lease_owner == owner)
+                     .values(lease_owner=None, lease_ms=None), rows)
+
+
+def webhook_numbers(bind: sa.Engine | sa.Connection, now_ms: int) -> WebhookNumbers:
+    """Each endpoint's counters, the pending deliveries, and the age of the oldest event
+    not yet delivered everywhere (pending, or not fanned out while an endpoint exists)."""
+    e = webhook_endpoints
+    with _connection(bind) as conn:
+        counted = [(str(i), int(a), int(b), int(c)) for i, a, b, c in conn.execute(
+            sa.select(e.c.id, e.c.delivered, e.c.retried, e.c.failed).order_by(e.c.id))]
+        backlog = conn.execute(sa.select(sa.func.count()).select_from(d)
+                               .where(d.c.status == PENDING)).scalar_one()
+        oldest = conn.execute(sa.select(sa.func.min(outbox.c.created_ms)).where(
+            outbox.c.seq.in_(sa.select(d.c.seq).where(d.c.status == PENDING)))).scalar()
+        if counted:
+            unfanned = conn.execute(sa.select(sa.func.min(outbox.c.created_ms))
+                                    .where(outbox.c.fanned.is_(None))).scalar()
+            oldest = min(x for x in (oldest, unfanned, now_ms) if x is not None)
+    age = 0.0 if oldest is None else max(0.0, (now_ms - int(oldest)) / 1000)
+    return WebhookNumbers(endpoints=counted, backlog=int(backlog), oldest_undelivered_s=age)
+
+
+class _connection:
+    """``bind`` itself when a connection, else a connection of the engine for the block."""
+
+    def __init__(self, bind: sa.Engine | sa.Connection) -> None:
+        self.bind = bind
+        self.own: sa.Connection | None = None
+
+    def __enter__(self) -> sa.Connection:
+        if isinstance(self.bind, sa.Connection):
+            return self.bind
+        self.own = self.bind.connect()
+        return self.own
+
+    def __exit__(self, *exc: object) -> None:
+        if self.own is not None:
+            self.own.close()

@@ -1,0 +1,71 @@
+"""Running the webhooks' dispatcher: ``seckill webhooks run``, ``python -m seckill.webhooks``
+(``seckill up``'s child), or :func:`run_dispatcher` in a thread (tests)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+import sqlalchemy as sa
+
+from seckill import logs
+from seckill.config import Settings
+from seckill.sql.engine import make_engine
+from seckill.sql.schema import ensure_schema
+from seckill.webhooks.dispatcher import Clock, Dispatcher
+from seckill.webhooks.options import DispatchOptions
+
+log = logging.getLogger("seckill.webhooks")
+
+
+def dispatcher_engine(database_url: str) -> sa.Engine:
+    """The dispatcher's engine. On SQLite each of its transactions begins with ``BEGIN
+    IMMEDIATE``: it writes, and taking the write lock first means waiting for another writer
+    (the orders worker, another dispatcher) rather than failing on the upgrade from a read."""
+    engine = make_engine(database_url)
+    if engine.dialect.name == "sqlite":
+        @sa.event.listens_for(engine, "connect")
+        def _connect(dbapi_connection: Any, _record: Any) -> None:
+            dbapi_connection.isolation_level = None  # the driver leaves BEGIN to us
+
+        @sa.event.listens_for(engine, "begin")
+        def _begin(conn: sa.Connection) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+    return engine
+
+
+def run_dispatcher(database_url: str, *, stop: threading.Event | None = None,
+                   clock: Clock | None = None, options: DispatchOptions | None = None) -> None:
+    """Deliver the outbox's events until ``stop`` is set (never, without one), then finish
+    the attempts in flight and return. The schema is made if missing; no signal handler is
+    installed (the caller's business). ``clock`` returns epoch milliseconds (tests move it);
+    ``options`` default to :meth:`DispatchOptions.from_env`."""
+    engine = dispatcher_engine(database_url)
+    try:
+        ensure_schema(engine)
+        dispatcher = Dispatcher(engine, options or DispatchOptions.from_env(), clock)
+        dispatcher.run(stop or threading.Event())
+    finally:
+        engine.dispose()
+
+
+def main(settings: Settings) -> int:
+    """``python -m seckill.webhooks``: run until SIGTERM/SIGINT (the first finishes the
+    attempts in flight, a second stops at once)."""
+    logs.configure("webhooks")
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        if stop.is_set():
+            log.warning("second signal: stopping now")
+            raise SystemExit(1)
+        log.info("signal %d: finishing the attempts in flight, then stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    run_dispatcher(settings.database_url, stop=stop, options=DispatchOptions.from_env())
+    return 0
