@@ -34,7 +34,7 @@ from seckill.web.current import services as _services
 
 HEALTH_TIMEOUT = 0.5  # seconds an instance has to answer /healthz for the console
 FILES = {"index.html", "console.js", "console.css", "vendor/uPlot.iife.min.js",
-         "vendor/uPlot.min.css", "blocks.js", "variants.js"}
+         "vendor/uPlot.min.css", "blocks.js", "variants.js", "webhooks.js"}
 
 
 def _folder() -> Path:
