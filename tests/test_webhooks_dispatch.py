@@ -254,3 +254,19 @@ def test_two_dispatchers_never_send_one_event_twice_at_once(
     assert sorted(r.webhook_id for r in got) == sorted(ids)  # the clock stood: no lease lapsed
     order = [r.webhook_id for r in got]
     assert all(order.index(ids[i]) < order.index(ids[150 + i]) for i in range(150))
+
+
+def test_delivered_events_are_pruned_after_the_retention(
+    engine: sa.Engine, dispatchers: Start
+) -> None:
+    clock, secret = Clock(), new_secret()
+    with WebhookReceiver(secret) as rx:
+        endpoint = add_endpoint(engine, rx.url, secret)
+        add_order_events(engine, [("order.created", "o1"), ("order.paid", "o1")], clock())
+        dispatchers(clock, retention_s=86_400, prune_every_s=60)
+        wait_until(lambda: all_delivered(engine, endpoint, 2), 10)
+        clock.advance(86_400 + 120)
+        wait_until(lambda: rows(engine, endpoint) == {}, 10, what="deliveries pruned")
+        with engine.connect() as conn:
+            assert conn.execute(sa.select(sa.func.count()).select_from(outbox)).scalar() == 0
+    assert counters(engine, endpoint) == (2, 0, 0)  # the counters outlive the rows

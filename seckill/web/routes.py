@@ -17,6 +17,7 @@ from seckill.domain import errors
 from seckill.domain.activities import Activity, is_activity_id, now_ms
 from seckill.domain.people import buyer
 from seckill.operator import activities, orders
+from seckill.sql import deliveries
 from seckill.sql.engine import ping
 from seckill.store.plumbing.connection import ping_redis
 from seckill.web import admission as admission_routes
@@ -157,7 +158,10 @@ def _service() -> Blueprint:
 
     @bp.get("/metrics")
     def metrics_view() -> Response:
-        body, content_type = metrics.render(CensusCollector(services().census))
+        found = services()
+        webhooks = metrics.WebhookCollector(  # read from the database now (issue #27)
+            lambda: deliveries.webhook_numbers(found.engine, now_ms()))
+        body, content_type = metrics.render(CensusCollector(found.census), webhooks)
         return Response(body, content_type=content_type)
 
     @bp.get("/openapi.json")

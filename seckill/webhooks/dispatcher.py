@@ -24,7 +24,7 @@ from collections.abc import Callable
 import sqlalchemy as sa
 
 from seckill.domain.clock import now_ms
-from seckill.sql import deliveries
+from seckill.sql import deliveries, outbox
 from seckill.sql.deliveries import Claimed, Endpoint, Outcome
 from seckill.webhooks.options import DispatchOptions
 from seckill.webhooks.sender import Attempt, Sender
@@ -239,15 +239,10 @@ class Dispatcher:
             return
         self._pruned_ms = now
         try:
-            prune_outbox(self.engine, now - self.options.retention_s * 1000)
+            gone = outbox.prune(self.engine, now - self.options.retention_s * 1000)
         except sa.exc.DBAPIError:
             log.warning("webhook dispatcher: pruning failed; trying again later", exc_info=True)
-
-
-def prune_outbox(engine: sa.Engine, before_ms: int) -> None:
-    """The outbox helper's retention (``seckill.sql.outbox.prune``)."""
-    from seckill.sql import outbox
-
-    prune = getattr(outbox, "prune", None)
-    if prune is not None:
-        prune(engine, before_ms)
+            return
+        if gone:
+            log.info("webhook retention: %d event(s) older than %d s pruned", gone,
+                     self.options.retention_s)
