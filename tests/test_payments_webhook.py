@@ -26,7 +26,7 @@ from seckill.config import ConfigError, Settings
 from seckill.domain.clock import now_ms
 from seckill.domain.entries import Paid, Poison, parse_entry
 from seckill.worker.expiry import Expirer
-from tests.conftest import ADMIN, buy, create_activity, expect, order_status
+from tests.conftest import ADMIN, BOTH_BACKENDS, buy, create_activity, expect, order_status
 from tests.faults import built_worker, drain, stored_orders, wait_until
 from tests.openapi_check import CheckedClient
 
@@ -199,6 +199,7 @@ def test_a_malformed_signed_body_is_400_with_a_clear_error(web: FlaskClient) -> 
 # -- what a payment does ----------------------------------------------------------------------
 
 
+@BOTH_BACKENDS
 def test_a_signed_payment_pays_the_order_and_a_repeat_answers_the_same(
         web: FlaskClient, gateway: Flask, store: Callable[[], int], database_url: str) -> None:
     order = held_order(web)
@@ -246,6 +247,7 @@ def test_an_order_with_no_payment_window_is_409(web: FlaskClient) -> None:
     expect(deliver(web, payment(oid, "pi_1")), 409, "no_payment_window")
 
 
+@BOTH_BACKENDS
 def test_a_second_reference_on_a_paid_order_is_200_and_one_refund_due_per_reference(
         web: FlaskClient, gateway: Flask, store: Callable[[], int]) -> None:
     order = held_order(web)
@@ -270,6 +272,7 @@ def test_a_second_reference_on_a_paid_order_is_200_and_one_refund_due_per_refere
     assert (first["data"]["order_id"], first["data"]["activity"]) == (oid, order["aid"])
 
 
+@BOTH_BACKENDS
 def test_a_payment_after_the_hold_expired_is_200_and_one_refund_due(
         web: FlaskClient, gateway: Flask, store: Callable[[], int], database_url: str) -> None:
     order = held_order(web, window=1)

@@ -255,6 +255,9 @@ def gateway(valkey: EmbeddedValkey, tmp_path_factory: pytest.TempPathFactory
     # A deployment that names the person claim: `limit_by: person`, which the document
     # allows, is then a valid activity (without the claim it is the documented 400).
     env["SECKILL_PERSON_CLAIM"] = "person"
+    # A deployment that takes payments in: POST /payments/webhook checks signatures (401)
+    # rather than answering that it is not configured (404).
+    env["SECKILL_PAYMENT_WEBHOOK_SECRET"] = "whsec_" + "c2NoZW1hdGhlc2lz" * 2
     log = folder / "gunicorn.log"
     with gunicorn_server(env, workers=2, log_file=log) as base:
         yield LiveGateway(base, folder, log, seed(base))
