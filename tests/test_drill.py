@@ -13,6 +13,7 @@ import psutil
 from seckill.ops.drill_checks import NAMES, Evidence, StoredRow, check, failed
 from seckill.ops.drill_crowd import Record
 from seckill.ops.drill_report import Fault, markdown, svg
+from seckill.ops.drill_webhooks import NAME as EVENTS
 from tests.servers import require_nginx
 from tests.test_cli import clean_environ
 
@@ -225,10 +226,11 @@ def test_the_drill_runs_through_the_real_command(tmp_path: Path) -> None:
             drill.wait(30)
     assert drill.returncode == 0, output
     text = (report / "report.md").read_text()
-    for name in NAMES:
+    for name in (*NAMES, EVENTS):
         assert f"| {name} | PASS |" in text, text
     for step in ("pause", "resume", "kill -9 valkey", "kill -9 gunicorn-1",
-                 "kill -9 orders-worker", "kill -9 nginx", "stop and start"):
+                 "kill -9 orders-worker", "kill -9 webhooks", "kill -9 nginx",
+                 "stop and start"):
         assert f"| {step} |" in text, text
     assert (report / "chart.svg").read_text().startswith("<svg")
     assert len((report / "requests.csv").read_text().splitlines()) > 300

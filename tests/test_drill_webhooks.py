@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import urllib3
 from standardwebhooks.webhooks import Webhook
 
-from seckill.ops.drill_webhooks import Arrival, Receiver, missing_events
+from seckill.ops.drill_webhooks import Arrival, Receiver, missing_events, missing_sold_out
 
 SECRET = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtMTIz"
 
@@ -61,3 +61,10 @@ def test_the_receiver_verifies_signatures_over_http():
         receiver.stop()
     assert receiver.snapshot() == [Arrival("msg_1", "order.created", "a:1", body)]
     assert receiver.refused == 2
+
+
+def test_a_sold_out_activity_without_its_event_is_named():
+    told = Arrival("m9", "activity.sold_out", None,
+                   b'{"type":"activity.sold_out","data":{"activity":"a","total":3,"sold":3}}')
+    assert missing_sold_out({"a"}, [*GOOD, told]) == []
+    assert missing_sold_out({"a", "b"}, [*GOOD, told]) == ["b: sold out, no activity.sold_out"]

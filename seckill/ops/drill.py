@@ -12,7 +12,9 @@ activity it creates (a rehearsal) and ends. docs/drill.md.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
+import secrets
 import shutil
 import subprocess
 import sys
@@ -31,6 +33,7 @@ from seckill.ops.drill_faults import Canary, Faults, Operator
 from seckill.ops.drill_plan import plan_activities, plan_buyers
 from seckill.ops.drill_report import Fault, markdown, text, write
 from seckill.ops.drill_stack import PERSON_CLAIM, DrillStack, StackError, seckill_command
+from seckill.ops.drill_webhooks import Receiver, check_events
 
 
 def describe(body: dict[str, Any]) -> str:
@@ -134,8 +137,21 @@ def _finish(args: argparse.Namespace, report_dir: Path, title: str, facts: list[
     return 1 if failed(invariants) else 0
 
 
+def _shop(operator: Operator) -> Receiver:
+    """The shop's receiver (issue #27), started and registered for every event type."""
+    secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+    receiver = Receiver(secret).start()
+    status, answer, _ = operator.insist(
+        "POST", "/admin/webhooks", {"url": receiver.url, "events": ["*"], "secret": secret})
+    if status != 201:
+        receiver.stop()
+        raise StackError(f"registering the shop's webhook endpoint answered {status}: {answer}")
+    return receiver
+
+
 def run_embedded(args: argparse.Namespace) -> int:
     """The full drill on a stack of its own."""
+    receiver: Receiver | None = None
     folder = Path(tempfile.mkdtemp(prefix="seckill-drill-"))
     report_dir = Path(args.report).resolve() if args.report else folder / "report"
     run = datetime.now(UTC).strftime("%H%M%S")
@@ -145,6 +161,7 @@ def run_embedded(args: argparse.Namespace) -> int:
     try:
         took = stack.start()
         operator = Operator(stack.admin_base, stack.admin_token)
+        receiver = _shop(operator)
         activities = plan_activities(run, args.users, args.duration, target=False)
         for body in activities:
             _create(operator, body)
@@ -183,6 +200,7 @@ def run_embedded(args: argparse.Namespace) -> int:
                             activities=bodies)
         evidence.variant_books = variant_books(operator, database_url, bodies)
         invariants = check(evidence)
+        invariants.append(check_events(database_url, aids, receiver))
         facts = [f"`seckill drill {' '.join(sys.argv[2:])}`".replace("  ", " "),
                  f"stack: {stack.shape()}; first start took {took:.1f} s; "
                  f"SECKILL_PERSON_CLAIM={PERSON_CLAIM}",
@@ -195,6 +213,8 @@ def run_embedded(args: argparse.Namespace) -> int:
         print(f"seckill drill: the drill could not run: {exc}", file=sys.stderr, flush=True)
         code = 1
     finally:
+        if receiver is not None:
+            receiver.stop()
         stop_code, _ = stack.stop()
         if stop_code not in (0, None):
             print(f"seckill drill: `seckill up` exited {stop_code} on the final stop",

@@ -108,6 +108,7 @@ class Faults:
             (0.24, "kill -9 valkey", self.kill_valkey),
             (0.36, "kill -9 gunicorn", lambda f: self.kill(f, "gunicorn-1")),
             (0.47, "kill -9 orders worker", lambda f: self.kill(f, "orders-worker")),
+            (0.52, "kill -9 webhooks dispatcher", lambda f: self.kill(f, "webhooks")),
         ]
         if self.stack.nginx:
             steps.append((0.57, "kill -9 nginx", lambda f: self.kill(f, "nginx")))

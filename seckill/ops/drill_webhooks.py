@@ -7,7 +7,8 @@ The receiver listens on the loopback, verifies each delivery's signature with th
 activities from the database and expects, per order: ``order.created``; then
 ``order.paid`` if it was paid, ``order.expired`` if its hold lapsed, ``order.cancelled`` if it
 was cancelled otherwise; each once (one ``webhook-id`` per event, however many attempts), the
-later ones after ``order.created``; and no event of an order the database does not hold.
+later ones after ``order.created``; no event of an order the database does not hold; and an
+``activity.sold_out`` for every activity whose stored orders hold its total at the end.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import sqlalchemy as sa
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from seckill.domain.events import (
+    ACTIVITY_SOLD_OUT,
     ORDER_CANCELLED,
     ORDER_CREATED,
     ORDER_EXPIRED,
@@ -31,7 +33,7 @@ from seckill.domain.events import (
 )
 from seckill.ops.drill_checks import Invariant
 from seckill.sql.engine import make_engine
-from seckill.sql.schema import orders
+from seckill.sql.schema import activities, orders
 
 NAME = "every order's events reached the shop"
 
@@ -128,6 +130,29 @@ def expected_events(database_url: str, aids: list[str]) -> dict[str, list[str]]:
     return wanted
 
 
+def sold_out_at_the_end(database_url: str, aids: list[str]) -> set[str]:
+    """The activities whose stored confirmed orders hold their whole total now."""
+    engine = make_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            totals = dict(conn.execute(sa.select(activities.c.id, activities.c.total)
+                                       .where(activities.c.id.in_(aids))).all())
+            sold = dict(conn.execute(
+                sa.select(orders.c.activity_id, sa.func.sum(orders.c.quantity))
+                .where(orders.c.activity_id.in_(aids), orders.c.status == "confirmed")
+                .group_by(orders.c.activity_id)).all())
+    finally:
+        engine.dispose()
+    return {aid for aid, total in totals.items()
+            if total is not None and int(sold.get(aid) or 0) >= int(total)}
+
+
+def missing_sold_out(sold_out: set[str], arrivals: list[Arrival]) -> list[str]:
+    """The activities sold out at the end of which no ``activity.sold_out`` arrived."""
+    told = {decode(a)["data"].get("activity") for a in arrivals if a.type == ACTIVITY_SOLD_OUT}
+    return [f"{aid}: sold out, no {ACTIVITY_SOLD_OUT}" for aid in sorted(sold_out - told)]
+
+
 def missing_events(wanted: dict[str, list[str]], arrivals: list[Arrival]) -> list[str]:
     """What is wrong with ``arrivals`` against ``wanted`` (empty: nothing)."""
     ids: dict[tuple[str, str], set[str]] = defaultdict(set)
@@ -170,8 +195,9 @@ def check_events(database_url: str, aids: list[str], receiver: Receiver,
     deadline = time.monotonic() + settle_s
     while True:
         wanted = expected_events(database_url, aids)
+        sold_out = sold_out_at_the_end(database_url, aids)
         arrivals = receiver.snapshot()
-        wrong = missing_events(wanted, arrivals)
+        wrong = missing_events(wanted, arrivals) + missing_sold_out(sold_out, arrivals)
         if not wrong or time.monotonic() > deadline:
             break
         time.sleep(1.0)
@@ -180,7 +206,8 @@ def check_events(database_url: str, aids: list[str], receiver: Receiver,
     events = sum(len(kinds) for kinds in wanted.values())
     return Invariant(NAME, not wrong, "; ".join(wrong[:5]) + (
         f" (and {len(wrong) - 5} more)" if len(wrong) > 5 else "") if wrong else
-        f"{events} events of {len(wanted)} orders, each once and in order "
+        f"{events} events of {len(wanted)} orders, each once and in order, and "
+        f"{ACTIVITY_SOLD_OUT} of the {len(sold_out)} activities sold out at the end "
         f"({len(arrivals)} deliveries received, signatures verified)")
 
 
