@@ -84,8 +84,14 @@ def wait_attempts(engine: sa.Engine, endpoint_id: str, event_id: str, n: int) ->
                what=f"attempt {n} of {event_id}")
 
 
-def wait_more(rx: WebhookReceiver, seen: int) -> None:
-    wait_until(lambda: len(rx.received()) > seen, 10, what="another request")
+def wait_quiet(engine: sa.Engine, endpoint_id: str, clock: Clock) -> None:
+    """Until no delivery is leased and every one tried waits for its next attempt (the
+    others wait for an earlier event of their subject)."""
+    wait_until(lambda: all(r["lease_owner"] is None and r["next_ms"] > clock()
+                           for r in rows(engine, endpoint_id).values()
+                           if r["status"] == "pending" and r["attempts"] > 0)
+               and not any(r["lease_owner"] for r in rows(engine, endpoint_id).values()),
+               10, what="a quiet dispatcher")
 
 
 def statuses(engine: sa.Engine, endpoint_id: str) -> dict[str, str]:
@@ -223,13 +229,18 @@ def test_a_receiver_down_for_an_hour_gets_its_backlog_in_order(
         ids = add_order_events(engine, [(k, f"o{i}") for k in kinds for i in range(10)],
                                clock())
         dispatchers(clock)
+        wait_until(lambda: len(rows(engine, endpoint)) == 30
+                   and all(rows(engine, endpoint)[i]["attempts"] for i in ids[:10]), 10)
         for _ in range(12):  # an hour, five minutes at a time
-            wait_more(rx, len(rx.received()))
+            wait_quiet(engine, endpoint, clock)  # no attempt in flight across a jump
             clock.advance(300)
+        wait_quiet(engine, endpoint, clock)
+        assert min(r["attempts"] for k, r in rows(engine, endpoint).items()
+                   if k in ids[:10]) >= 5
         # Only each order's first event was tried while it was down.
         assert {r.webhook_id for r in rx.received()} <= set(ids[:10])
         rx.heal()
-        clock.advance(3600)
+        clock.advance(3600)  # the longest backoff
         wait_until(lambda: all_delivered(engine, endpoint, 30), 15)
         delivered = rx.delivered_ids()
     assert sorted(delivered) == sorted(ids)
@@ -270,3 +281,23 @@ def test_delivered_events_are_pruned_after_the_retention(
         with engine.connect() as conn:
             assert conn.execute(sa.select(sa.func.count()).select_from(outbox)).scalar() == 0
     assert counters(engine, endpoint) == (2, 0, 0)  # the counters outlive the rows
+
+
+def test_an_endpoint_added_while_running_gets_the_events_written_after_it(
+    engine: sa.Engine, dispatchers: Start
+) -> None:
+    clock, secret = Clock(), new_secret()
+    with WebhookReceiver(secret) as rx:
+        dispatchers(clock)
+        add_order_events(engine, [("order.created", "o0")], clock())  # before: not for it
+        wait_until(lambda: _unfanned(engine) == 0, 10, what="fanned out to nobody")
+        endpoint = add_endpoint(engine, rx.url, secret)
+        ids = add_order_events(engine, [("order.created", "o1"), ("order.paid", "o1")], clock())
+        wait_until(lambda: all_delivered(engine, endpoint, 2), 10, what="the new endpoint's")
+        assert rx.delivered_ids() == ids
+
+
+def _unfanned(engine: sa.Engine) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(sa.select(sa.func.count()).select_from(outbox)
+                                .where(outbox.c.fanned.is_(None))).scalar_one())

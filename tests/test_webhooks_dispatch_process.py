@@ -22,6 +22,8 @@ from seckill.webhooks.options import DispatchOptions
 from seckill.webhooks.run import run_dispatcher
 from tests.faults import wait_until
 from tests.servers import REPO_ROOT, stop_process
+from tests.test_cli import seckill_up
+from tests.upstack import up_env
 from tests.webhook_receiver import (
     Clock,
     WebhookReceiver,
@@ -122,3 +124,22 @@ def test_sigterm_finishes_the_attempts_in_flight(
     assert delivered == sent  # each attempt in flight was finished and recorded
     assert 10 <= len(delivered) < 200
     assert all(r["attempts"] == 0 for r in found if r["status"] == "pending")
+
+
+def test_seckill_up_runs_the_dispatcher_as_a_child(tmp_path: Path) -> None:
+    secret = new_secret()
+    data = tmp_path / "data"
+    with (WebhookReceiver(secret) as rx,
+          seckill_up(tmp_path, up_env(data), "--workers", "1", "--no-nginx") as (_, _, log, _)):
+        engine = db.make_engine(f"sqlite:///{data / 'seckill.db'}")
+        try:
+            ensure_schema(engine)
+            add_endpoint(engine, rx.url, secret)
+            ids = add_order_events(engine, [("order.created", "o1"), ("order.paid", "o1")],
+                                   Clock()())
+            wait_until(lambda: rx.delivered_ids() == ids, 20, what="the stack's deliveries")
+        finally:
+            engine.dispose()
+    text = log.read_text()
+    assert "webhooks stopped (exit code 0)" in text, text
+    assert text.index("webhooks stopped") < text.index("orders-worker stopped")

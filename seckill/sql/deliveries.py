@@ -85,17 +85,19 @@ def endpoints(bind: sa.Engine | sa.Connection) -> list[Endpoint]:
         return [Endpoint(i, u, tuple(json.loads(ev)), s) for i, u, ev, s in conn.execute(query)]
 
 
-def fan_out(conn: sa.Connection, targets: Sequence[Endpoint], now_ms: int, limit: int) -> int:
+def fan_out(conn: sa.Connection, now_ms: int, limit: int) -> tuple[int, list[Endpoint]]:
     """Make the deliveries of up to ``limit`` events not fanned out yet (in ``seq`` order),
-    due now, and mark the events fanned; the number of events. Inside the caller's
-    transaction."""
+    due now, one per endpoint subscribed to the event's type, and mark the events fanned;
+    the number of events and the endpoints (read after the events: an endpoint added before
+    an event was written gets it). Inside the caller's transaction."""
     if conn.dialect.name == "postgresql":
         conn.execute(sa.select(sa.func.pg_advisory_xact_lock(FAN_OUT_LOCK)))
     events = conn.execute(sa.select(outbox.c.seq, outbox.c.type, outbox.c.subject)
                           .where(outbox.c.fanned.is_(None))
                           .order_by(outbox.c.seq).limit(limit)).all()
+    targets = endpoints(conn)
     if not events:
-        return 0
+        return 0, targets
     made = [{"endpoint_id": t.id, "seq": seq, "subject": subject, "status": PENDING,
              "attempts": 0, "next_ms": now_ms}
             for seq, kind, subject in events for t in targets if matches(list(t.events), kind)]
@@ -104,7 +106,7 @@ def fan_out(conn: sa.Connection, targets: Sequence[Endpoint], now_ms: int, limit
         conn.execute(_insert_missing(conn), made)
     conn.execute(sa.update(outbox).where(outbox.c.seq.in_([e[0] for e in events]))
                  .values(fanned=True))
-    return len(events)
+    return len(events), targets
 
 
 def _insert_missing(conn: sa.Connection) -> Any:

@@ -74,7 +74,6 @@ class Dispatcher:
         self._in_hand: set[tuple[str, int]] = set()
         self._stopping = threading.Event()
         self._targets: list[Endpoint] = []
-        self._targets_read = -1e9  # time.monotonic() of the last read of the endpoints
         self._pruned_ms: int | None = None
         self.sent = 0  # attempts finished, for the curious (bench)
 
@@ -97,7 +96,6 @@ class Dispatcher:
         self._collect()
         now = self.clock()
         try:
-            self._read_targets()
             progressed = self._round(now)
         except sa.exc.DBAPIError as exc:  # the database away a moment: try again next round
             log.warning("webhook dispatcher: database error (%s); trying again",
@@ -131,7 +129,8 @@ class Dispatcher:
         stored = len(self._outcomes) + len(self._releases)
         with self.engine.begin() as conn:
             self._store(conn)
-            fanned = deliveries.fan_out(conn, self._targets, now, options.batch)
+            fanned, targets = deliveries.fan_out(conn, now, options.batch)
+            self._update_lanes(targets)
             claims: list[tuple[_Lane, list[Claimed]]] = []
             for lane in self._lanes.values():
                 if lane.endpoint not in self._targets:
@@ -157,18 +156,15 @@ class Dispatcher:
         deliveries.record(conn, self.options.owner, self._outcomes)
         deliveries.release(conn, self.options.owner, self._releases)
 
-    def _read_targets(self) -> None:
-        """The endpoints (read once a second): a lane for each new one; a removed or changed
-        one's lane closed once it has nothing in flight."""
-        if time.monotonic() - self._targets_read < 1.0:
-            return
-        self._targets = deliveries.endpoints(self.engine)
-        self._targets_read = time.monotonic()
+    def _update_lanes(self, targets: list[Endpoint]) -> None:
+        """A lane for each new endpoint; a removed or changed one's lane closed once it has
+        nothing in flight (a changed one gets a new lane then)."""
+        self._targets = targets
         for endpoint_id, lane in list(self._lanes.items()):
-            if lane.endpoint not in self._targets and lane.outstanding == 0:
+            if lane.endpoint not in targets and lane.outstanding == 0:
                 del self._lanes[endpoint_id]
                 lane.close()
-        for endpoint in self._targets:
+        for endpoint in targets:
             if endpoint.id not in self._lanes:
                 self._lanes[endpoint.id] = self._lane(endpoint)
 
