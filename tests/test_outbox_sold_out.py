@@ -11,9 +11,11 @@ from collections.abc import Iterator
 from functools import partial
 
 import pytest
+import sqlalchemy as sa
 
 from seckill.domain.entries import Cancel
 from seckill.sql.book import OrderBook
+from seckill.sql.schema import activities, orders
 from tests.outbox_helpers import START_MS, events, open_book, row, save, sold_outs, together
 
 
@@ -103,6 +105,31 @@ def test_concurrent_writers_never_double_nor_miss_it(database_url: str) -> None:
             together([partial(w.store, [row(aid, f"w{i}again")])
                       for i, w in enumerate(writers)])
             assert sold_outs(writers[0], aid) == [{"activity": aid, "total": 12, "sold": 12}] * 2
+            assert _counted(writers[0], aid) == (12, 12)
     finally:
         for writer in writers:
             writer.engine.dispose()
+
+
+def test_an_activity_not_counted_yet_is_counted_from_its_orders(book: OrderBook) -> None:
+    """A database from before the count (sold_units NULL, orders stored): the next change
+    counts the stored orders, and the sell-out comes when they reach the total."""
+    aid = save(book, "so6", total=4)
+    book.store([row(aid, "a", 2)])
+    with book.engine.begin() as conn:
+        conn.execute(activities.update().where(activities.c.id == aid).values(sold_units=None))
+    book.store([row(aid, "b")])
+    assert sold_outs(book, aid) == []
+    book.store([row(aid, "c")])
+    assert sold_outs(book, aid) == [{"activity": aid, "total": 4, "sold": 4}]
+    assert _counted(book, aid) == (4, 4)
+
+
+def _counted(book: OrderBook, aid: str) -> tuple[int, int]:
+    """(the activity's kept count, the units of its stored confirmed orders)."""
+    with book.engine.connect() as conn:
+        kept = conn.execute(sa.select(activities.c.sold_units)
+                            .where(activities.c.id == aid)).scalar_one()
+        units = conn.execute(sa.select(sa.func.sum(orders.c.quantity)).where(
+            orders.c.activity_id == aid, orders.c.status == "confirmed")).scalar_one()
+    return int(kept), int(units)

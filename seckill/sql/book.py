@@ -7,10 +7,10 @@ one that only moves ``due`` to ``paid``. An update may arrive before its order (
 entry left pending by a killed worker, reclaimed later): the book says so, and the worker
 keeps the update until the order is stored (``seckill.worker.orders``).
 
-Every change writes its event to the outbox in its own transaction (issue #27,
-``seckill/sql/order_events.py``): order.created for each row actually inserted, order.paid,
-order.expired or order.cancelled for each UPDATE that changed a row (RETURNING says which),
-activity.sold_out when the stored orders reach the total.
+Every change writes its event to the outbox in its own transaction (issue #27;
+``seckill/sql/order_changes.py``, ``order_events.py``): order.created for each row actually
+inserted, order.paid, order.expired or order.cancelled for each UPDATE that changed a row
+(RETURNING says which), activity.sold_out when the stored orders reach the total.
 """
 
 from __future__ import annotations
@@ -29,26 +29,18 @@ from seckill.domain.activities import PACKETS, Activity
 from seckill.domain.admission import FIRST_COME
 from seckill.domain.clock import now_ms
 from seckill.domain.entries import Cancel, Paid
-from seckill.domain.events import (
-    ORDER_CANCELLED,
-    ORDER_CREATED,
-    ORDER_EXPIRED,
-    ORDER_PAID,
-    Event,
-    order_event,
-)
+from seckill.domain.events import ORDER_CANCELLED, Event, order_event
 from seckill.domain.orders import (
     CANCELLED,
     CONFIRMED,
     DUE,
-    EXPIRED,
-    PAID,
     OrderRow,
     StoredOrder,
 )
 from seckill.domain.people import BY_USER
 from seckill.domain.product import Product
 from seckill.domain.variants import Items, Variant, items_body, items_from_body
+from seckill.sql.order_changes import Batch, kind_of, update_of
 from seckill.sql.order_events import ORDER_COLUMNS, Rehearsals, order_data, sold_out_events
 from seckill.sql.outbox import add_events
 from seckill.sql.schema import activities, ensure_schema, orders, variants
@@ -130,7 +122,7 @@ class OrderBook:
         self.ready()
         with self.engine.begin() as conn:
             conn.execute(activities.update().where(activities.c.id == aid).values(total=total))
-            self._sold_out(conn, {aid})
+            self._sold_out(conn, {aid: 0})
 
     def set_variant_total(self, aid: str, vid: str, total: int, whole: int) -> None:
         """Set a variant's total and its activity's (after a restock of the variant)."""
@@ -140,7 +132,7 @@ class OrderBook:
                                                  variants.c.variant_id == vid)
                          .values(total=total))
             conn.execute(activities.update().where(activities.c.id == aid).values(total=whole))
-            self._sold_out(conn, {aid})
+            self._sold_out(conn, {aid: 0})
 
     def set_admission_factor(self, aid: str, factor: float) -> None:
         """Keep an activity's admission factor (the operator's), for a rebuild."""
@@ -279,47 +271,26 @@ class OrderBook:
             }
             for r in rows
         }
-        # A row inserted already changed by its updates: its order.created tells it as it
-        # was decided, then each change in stream order (what the row was after it).
-        folded: dict[str, list[tuple[str, int, dict[str, Any]]]] = {}
-        decided: dict[str, dict[str, Any]] = {}
-        for update in updates:
-            row = values.get(update.order_id)
-            if row is None:
-                continue
-            before = dict(row)
-            kind = _fold(row, update)
-            if kind is not None and self.outbox:
-                decided.setdefault(update.order_id, before)
-                folded.setdefault(update.order_id, []).append((kind, update.at_ms, dict(row)))
+        batch = Batch(values, self.outbox)
+        batch.fold(updates)
         wanted = list(values) + [u.order_id for u in updates if u.order_id not in values]
         with self.engine.begin() as conn:
             changed: list[tuple[str, int, Any]] = []
             for update in updates:
                 if not self.outbox:
-                    conn.execute(_update(update))
+                    conn.execute(update_of(update))
                     continue
-                done = conn.execute(_update(update).returning(*ORDER_COLUMNS)).first()
+                done = conn.execute(update_of(update).returning(*ORDER_COLUMNS)).first()
                 if done is not None:
-                    changed.append((_kind(update), update.at_ms, done._mapping))
+                    changed.append((kind_of(update), update.at_ms, done._mapping))
             inserted: list[str] = []
-            if values and self.outbox:
+            if values and self.outbox:  # RETURNING: the rows actually inserted
                 inserted = [r[0] for r in conn.execute(
                     self._insert().returning(orders.c.order_id), list(values.values()))]
             elif values:
                 conn.execute(self._insert(), list(values.values()))
             if changed or inserted:
-                events = [order_event(kind, order_data(row), at) for kind, at, row in changed]
-                for order_id in inserted:
-                    row = values[order_id]
-                    events.append(order_event(
-                        ORDER_CREATED, order_data(decided.get(order_id, row)), row["created_ms"]))
-                    events.extend(order_event(kind, order_data(after), at)
-                                  for kind, at, after in folded.get(order_id, ()))
-                counted = {r["activity_id"] for _, _, r in changed if r["status"] == CANCELLED}
-                counted.update(values[o]["activity_id"] for o in inserted
-                               if values[o]["status"] == CONFIRMED)
-                self._write(conn, events, counted, stored)
+                self._write(conn, *batch.events(changed, inserted), stored)
             present: set[str] = set()
             for start in range(0, len(wanted), 500):  # bounded IN lists
                 present.update(r[0] for r in conn.execute(
@@ -342,25 +313,27 @@ class OrderBook:
             ).first()
             if done is not None and self.outbox:
                 self._write(conn, [order_event(ORDER_CANCELLED, order_data(done._mapping), at)],
-                            {done.activity_id}, at)
+                            {done.activity_id: -int(done.quantity)}, at)
         return done is not None
 
-    def _write(self, conn: sa.Connection, events: list[Event], counted: set[str],
+    def _write(self, conn: sa.Connection, events: list[Event], counted: dict[str, int],
                at_ms: int) -> None:
-        """Write the events of a change (leaving out rehearsals'), and the sell-outs of the
-        activities whose confirmed orders it changed (``counted``)."""
-        real = self._rehearsals.real(conn, {e.activity_id for e in events} | counted)
+        """Write the events of a change (leaving out rehearsals'), and count the confirmed
+        units it changed (``counted``: activity -> units) with their sell-outs."""
+        real = self._rehearsals.real(conn, {e.activity_id for e in events} | set(counted))
         add_events(conn, [e for e in events if e.activity_id in real])
-        self._sold_out(conn, counted & real, at_ms, checked=True)
+        self._sold_out(conn, {a: n for a, n in counted.items() if a in real}, at_ms,
+                       checked=True)
 
-    def _sold_out(self, conn: sa.Connection, aids: set[str], at_ms: int | None = None,
+    def _sold_out(self, conn: sa.Connection, deltas: dict[str, int], at_ms: int | None = None,
                   checked: bool = False) -> None:
-        """Write the activity.sold_out of ``aids`` that sold out now (after a change of their
-        orders or totals, in its transaction); ``checked``: rehearsals already left out."""
-        if not self.outbox or not aids:
+        """Count the confirmed units changed (``deltas``; 0: a total changed) and write the
+        activity.sold_out of the activities that sold out now, in the change's transaction;
+        ``checked``: rehearsals already left out."""
+        if not self.outbox or not deltas:
             return
-        real = aids if checked else self._rehearsals.real(conn, aids)
-        add_events(conn, sold_out_events(conn, real, at_ms or now_ms()))
+        real = set(deltas) if checked else self._rehearsals.real(conn, deltas)
+        add_events(conn, sold_out_events(conn, {a: deltas[a] for a in real}, at_ms or now_ms()))
 
     def find_order(self, order_id: str) -> StoredOrder | None:
         """The stored order with this id, or None."""
@@ -415,43 +388,3 @@ def _stored(row: Any) -> StoredOrder:
     return StoredOrder(row[0], row[1], row[2], int(row[3]), row[4], number(row[5]), row[6],
                        number(row[7]), row[8], number(row[9]),
                        items=None if row[10] is None else items_from_body(json.loads(row[10])))
-
-
-def _fold(row: dict[str, Any], entry: Cancel | Paid) -> str | None:
-    """Apply a cancellation or a payment to a row about to be inserted, as :func:`_update`
-    would once it is stored (the same conditions: a repeat changes nothing); returns the
-    event of the change, None if it changed nothing."""
-    if isinstance(entry, Paid):
-        if row["payment"] != DUE:
-            return None
-        row.update(payment=PAID, payment_ref=entry.ref, paid_ms=entry.at_ms,
-                   paid_amount=entry.amount)
-        return ORDER_PAID
-    if row["status"] != CONFIRMED:
-        return None
-    row.update(status=CANCELLED, cancelled_ms=entry.at_ms)
-    if entry.expired:
-        row["payment"] = EXPIRED
-    return _kind(entry)
-
-
-def _kind(entry: Cancel | Paid) -> str:
-    """The event of the change an update makes."""
-    if isinstance(entry, Paid):
-        return ORDER_PAID
-    return ORDER_EXPIRED if entry.expired else ORDER_CANCELLED
-
-
-def _update(entry: Cancel | Paid) -> Any:
-    """The UPDATE a cancellation or a payment makes; a repeat matches no row."""
-    if isinstance(entry, Paid):
-        return (orders.update()
-                .where(orders.c.order_id == entry.order_id, orders.c.payment == DUE)
-                .values(payment=PAID, payment_ref=entry.ref, paid_ms=entry.at_ms,
-                        paid_amount=entry.amount))
-    values: dict[str, Any] = {"status": CANCELLED, "cancelled_ms": entry.at_ms}
-    if entry.expired:
-        values["payment"] = EXPIRED
-    return (orders.update()
-            .where(orders.c.order_id == entry.order_id, orders.c.status == CONFIRMED)
-            .values(**values))

@@ -5,9 +5,10 @@ An order's event carries the order as the database holds it after the change (wh
 status says, plus ``activity``, ``user`` and ``quantity``). ``activity.sold_out`` is written by
 the transaction whose stored confirmed orders reach the activity's total, when the activity's
 ``sold_out_ms`` says it was below it until then; a transaction that takes the count below the
-total clears it. The activity's row is locked first (``FOR UPDATE`` on PostgreSQL; SQLite has
-one writer), so concurrent writers see each other's orders: none misses a sell-out, none sends
-it twice. A rehearsal's activity writes nothing (:class:`Rehearsals`).
+total clears it. The count (``sold_units``) is kept by the same transactions, one conditional
+UPDATE each, which locks the activity's row (PostgreSQL; SQLite has one writer): concurrent
+writers add up, none misses a sell-out, none sends it twice, and no batch re-counts the
+orders. A rehearsal's activity writes nothing (:class:`Rehearsals`).
 """
 
 from __future__ import annotations
@@ -70,22 +71,30 @@ class Rehearsals:
         return {a for a in wanted if not self._known.get(a, False)}
 
 
-def sold_out_events(conn: sa.Connection, aids: Iterable[str], at_ms: int) -> list[Event]:
-    """After a change of the confirmed orders of ``aids`` (or of their totals), in the same
-    transaction: the activity.sold_out of each activity whose count reached its total now,
-    keeping the state (``sold_out_ms``) in step. Activities in id order (the row locks of two
-    writers are taken in the same order)."""
+def sold_out_events(conn: sa.Connection, deltas: Mapping[str, int], at_ms: int) -> list[Event]:
+    """After a change of the confirmed units of ``deltas``' activities (by these many; 0
+    after a change of their totals), in the same transaction: count them (``sold_units``)
+    and return the activity.sold_out of each activity whose count reached its total now,
+    keeping ``sold_out_ms`` in step. One UPDATE per activity, in id order, which takes its
+    row lock first (PostgreSQL; two writers lock in the same order): a concurrent writer
+    waits, then adds to the count this one left, so neither misses nor doubles a sell-out."""
     found: list[Event] = []
-    for aid in sorted(set(aids)):
+    for aid in sorted(deltas):
         state = conn.execute(
-            sa.select(activities.c.total, activities.c.sold_out_ms)
-            .where(activities.c.id == aid).with_for_update()).first()
+            activities.update().where(activities.c.id == aid)
+            .values(sold_units=activities.c.sold_units + deltas[aid])
+            .returning(activities.c.total, activities.c.sold_units,
+                       activities.c.sold_out_ms)).first()
         if state is None or state.total is None:
             continue  # unknown, or unlimited: never sold out
-        total = int(state.total)
-        sold = int(conn.execute(
-            sa.select(sa.func.coalesce(sa.func.sum(orders.c.quantity), 0))
-            .where(orders.c.activity_id == aid, orders.c.status == CONFIRMED)).scalar_one())
+        sold = state.sold_units
+        if sold is None:  # not counted yet (an older database): count it, row locked
+            sold = conn.execute(
+                sa.select(sa.func.coalesce(sa.func.sum(orders.c.quantity), 0))
+                .where(orders.c.activity_id == aid, orders.c.status == CONFIRMED)).scalar_one()
+            conn.execute(activities.update().where(activities.c.id == aid)
+                         .values(sold_units=sold))
+        total, sold = int(state.total), int(sold)
         if sold >= total and state.sold_out_ms is None:
             conn.execute(activities.update().where(activities.c.id == aid)
                          .values(sold_out_ms=at_ms))

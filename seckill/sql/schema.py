@@ -57,9 +57,11 @@ activities = sa.Table(
     # that keys them (seckill/domain/people.py), kept for a rebuild.
     sa.Column("limit_by", sa.String(16), nullable=True),
     sa.Column("person_salt", sa.String(64), nullable=True),
-    # Webhooks (issue #27): when the stored confirmed orders last reached the total (its
-    # activity.sold_out was written then); NULL while below it. Set and cleared by the
-    # transactions that change the count (seckill/sql/order_events.py): one event per sell-out.
+    # Webhooks (issue #27): the units of the stored confirmed orders, kept by the transactions
+    # that change them (NULL: not counted yet, e.g. an older database: counted from the orders
+    # at the next change); when they last reached the total (its activity.sold_out was written
+    # then), NULL while below it (seckill/sql/order_events.py): one event per sell-out.
+    sa.Column("sold_units", sa.BigInteger, nullable=True),
     sa.Column("sold_out_ms", sa.BigInteger, nullable=True),
 )
 
