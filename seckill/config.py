@@ -361,3 +361,12 @@ def log_component(environ: Mapping[str, str] | None = None) -> str:
     """``SECKILL_INSTANCE`` as gunicorn's log lines name the process (``seckill up`` sets
     ``gunicorn-1``...), ``gunicorn`` when unset."""
     return _environ(environ).get("SECKILL_INSTANCE") or "gunicorn"
+
+
+def webhook_dispatch(environ: Mapping[str, str] | None = None) -> tuple[float, int]:
+    """The webhooks' dispatcher (issue #27): ``SECKILL_WEBHOOK_RETRY_HOURS`` (a delivery still
+    failing this long after its first attempt is marked failed; default 24) and
+    ``SECKILL_WEBHOOK_RETENTION`` (seconds delivered events are kept; default 604800)."""
+    env = _environ(environ)
+    return (_float(env, "SECKILL_WEBHOOK_RETRY_HOURS", 24.0),
+            _int(env, "SECKILL_WEBHOOK_RETENTION", 7 * 86_400, minimum=1))

@@ -8,8 +8,7 @@ import random
 import secrets
 from collections.abc import Mapping
 
-RETRY_HOURS_VAR = "SECKILL_WEBHOOK_RETRY_HOURS"
-RETENTION_VAR = "SECKILL_WEBHOOK_RETENTION"
+from seckill.config import webhook_dispatch
 
 
 def _owner() -> str:
@@ -45,13 +44,9 @@ class DispatchOptions:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> DispatchOptions:
         """The options, ``SECKILL_WEBHOOK_RETRY_HOURS`` and ``SECKILL_WEBHOOK_RETENTION``
-        (seconds) read from ``env`` (default: the process environment)."""
-        env = os.environ if env is None else env
-        retry = float(env.get(RETRY_HOURS_VAR) or 24)
-        retention = int(env.get(RETENTION_VAR) or 7 * 86_400)
-        if retry <= 0 or retention <= 0:
-            raise ValueError(f"{RETRY_HOURS_VAR} and {RETENTION_VAR} must be positive")
-        return cls(retry_hours=retry, retention_s=retention)
+        (seconds) read from ``env`` (default: the process environment) by seckill.config."""
+        retry_hours, retention_s = webhook_dispatch(env)
+        return cls(retry_hours=retry_hours, retention_s=retention_s)
 
     @property
     def outstanding(self) -> int:
