@@ -31,11 +31,25 @@ def add_events(conn: sa.Connection, events: Sequence[Event]) -> None:
     whose ``dedupe`` key is already in the outbox is not written again."""
     if not events:
         return
+    mark = _PLACEHOLDERS.get(conn.dialect.name)
+    if mark is not None and all(e.dedupe is None for e in events):
+        # A worker's batch: one prepared INSERT run for every event, straight to the driver
+        # (SQLAlchemy's per-row parameter processing was a fifth of the outbox's cost).
+        conn.exec_driver_sql(_PLAIN_INSERT.format(marks=", ".join([mark] * len(_COLUMNS))),
+                             [(_event_id(), e.type, e.subject, e.activity_id, e.body().decode(),
+                               e.at_ms, None, None) for e in events])
+        return
     rows = [_row(e) for e in events]
     if all(e.dedupe is None for e in events):
         conn.execute(outbox.insert(), rows)
         return
     conn.execute(_insert_ignoring_duplicates(conn), rows)
+
+
+_COLUMNS = ("event_id", "type", "subject", "activity_id", "body", "created_ms", "fanned",
+            "dedupe")
+_PLAIN_INSERT = f"INSERT INTO {outbox.name} ({', '.join(_COLUMNS)}) VALUES ({{marks}})"
+_PLACEHOLDERS = {"sqlite": "?", "postgresql": "%s"}  # the drivers' parameter styles
 
 
 def record_refund_due(db: sa.Engine | sa.Connection, order_id: str, payment_ref: str,
