@@ -24,8 +24,8 @@ from seckill.web import admission as admission_routes
 from seckill.web import blocks as blocks_routes
 from seckill.web import console as console_routes
 from seckill.web import operator as operator_routes
-from seckill.web import webhooks_admin as webhooks_routes
 from seckill.web import payments_webhook
+from seckill.web import webhooks_admin as webhooks_routes
 from seckill.web.body import json_body, read_body
 from seckill.web.census import CensusCollector
 from seckill.web.current import services
@@ -48,9 +48,9 @@ def register(app: Flask, limits: ColdLimits) -> None:
     app.register_blueprint(operator_routes.blueprint())
     app.register_blueprint(console_routes.blueprint())
     app.register_blueprint(blocks_routes.blueprint(limits))
-    app.register_blueprint(webhooks_routes.blueprint(limits))
     app.register_blueprint(payments_webhook.blueprint(
         app.config["SECKILL_SETTINGS"].payment_webhook_secret))
+    app.register_blueprint(webhooks_routes.blueprint(limits))
 
 
 def _user(limits: ColdLimits) -> Blueprint:
