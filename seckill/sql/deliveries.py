@@ -77,10 +77,13 @@ class Outcome:
         return None if self.status == PENDING else self.at_ms
 
 
-def endpoints(bind: sa.Engine | sa.Connection) -> list[Endpoint]:
-    """Every endpoint."""
+def endpoints(bind: sa.Engine | sa.Connection, *, share: bool = False) -> list[Endpoint]:
+    """Every endpoint; with ``share``, their rows locked against removal until the caller's
+    transaction ends (PostgreSQL ``FOR SHARE``)."""
     e = webhook_endpoints
     query = sa.select(e.c.id, e.c.url, e.c.events, e.c.secret).order_by(e.c.id)
+    if share:
+        query = query.with_for_update(read=True)
     with _connection(bind) as conn:
         return [Endpoint(i, u, tuple(json.loads(ev)), s) for i, u, ev, s in conn.execute(query)]
 
@@ -95,7 +98,11 @@ def fan_out(conn: sa.Connection, now_ms: int, limit: int) -> tuple[int, list[End
     events = conn.execute(sa.select(outbox.c.seq, outbox.c.type, outbox.c.subject)
                           .where(outbox.c.fanned.is_(None))
                           .order_by(outbox.c.seq).limit(limit)).all()
-    targets = endpoints(conn)
+    # Shared locks: an endpoint removed meanwhile (its row locked, its deliveries deleted, by
+    # seckill.sql.webhooks) waits for this transaction, then takes the deliveries made here
+    # with it; one removed before is not read. Without them, PostgreSQL could leave pending
+    # deliveries of an endpoint that no longer exists. (SQLite has one writer at a time.)
+    targets = endpoints(conn, share=conn.dialect.name == "postgresql")
     if not events:
         return 0, targets
     made = [{"endpoint_id": t.id, "seq": seq, "subject": subject, "status": PENDING,
