@@ -55,6 +55,7 @@ import sqlalchemy as sa
 
 from bench.drops import sold_check
 from bench.holds import drained, wait_for
+from bench.machine import processes
 from bench.stack import Stack, server_env, server_problems
 from bench.workloads import Prepared, Run, Setup, Workload
 from seckill.ops.embedded import die_with_parent, free_port
@@ -81,8 +82,10 @@ class Shop:
     engine: sa.Engine
     receiver_url: str
     worker: subprocess.Popen[bytes]
+    receiver: subprocess.Popen[bytes]
     aids: list[str] = field(default_factory=list)  # the activities of the runs so far
     dispatcher: subprocess.Popen[bytes] | None = None
+    dispatchers: int = 0  # started so far
     logs: list[Path] = field(default_factory=list)
 
 
@@ -123,9 +126,9 @@ def shop(stack: Stack, names: list[str], args: Any) -> Iterator[Shop | None]:
     engine = make_engine(env["DATABASE_URL"])
     made: Shop | None = None
     try:
-        with receiver(stack) as url:
-            made = Shop(stack, env, engine, url, worker, logs=[worker_log, stack.folder
-                                                               / "receiver.log"])
+        with receiver(stack) as (url, process):
+            made = Shop(stack, env, engine, url, worker, process,
+                        logs=[worker_log, stack.folder / "receiver.log"])
             yield made
     finally:
         if made is not None:
@@ -135,22 +138,46 @@ def shop(stack: Stack, names: list[str], args: Any) -> Iterator[Shop | None]:
 
 
 @contextlib.contextmanager
-def receiver(stack: Stack) -> Iterator[str]:
+def receiver(stack: Stack) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``bench.webhooks_dispatch``'s 204 receiver app under gunicorn + gevent on a free port,
-    up until the block ends; its URL. (Not ``webhooks_dispatch.receiver``: its readiness probe
-    keeps a keep-alive connection open, so stopping it waits for the graceful timeout.)"""
+    up until the block ends; its URL and process. (Not ``webhooks_dispatch.receiver``:
+    stopping it took its 10 s stop timeout here, with a traceback; this one's gunicorn has a
+    graceful timeout of 2 s.)"""
     port = free_port()
     command = [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "-k", "gevent",
                "-w", str(RECEIVER_WORKERS), "--graceful-timeout", "2",
                "--bind", f"127.0.0.1:{port}", "bench.webhooks_dispatch:receiver_app"]
     url = f"http://127.0.0.1:{port}/hooks"
     with running_server(command, url, env={"GUNICORN_ACCESSLOG": ""}, name="receiver",
-                        log_file=stack.folder / "receiver.log", ready_status=204):
-        yield url
+                        log_file=stack.folder / "receiver.log", ready_status=204) as process:
+        yield url, process
+
+
+def cpu_ticks(state: Shop) -> tuple[float, dict[str, int]]:
+    """Now, and the CPU ticks used so far by the gateway, the orders worker, the dispatcher
+    (when one runs) and the receiver, each with its children (gunicorn's workers)."""
+    roots = {"gateway": state.stack.servers["gateway"].process.pid, "worker": state.worker.pid,
+             "receiver": state.receiver.pid}
+    if state.dispatcher is not None:
+        roots["dispatcher"] = state.dispatcher.pid
+    table = processes()
+    return time.monotonic(), {
+        name: sum(used for pid, (parent, used) in table.items() if root in (pid, parent))
+        for name, root in roots.items()}
+
+
+def cores(before: tuple[float, dict[str, int]], after: tuple[float, dict[str, int]]
+          ) -> dict[str, float]:
+    """Cores' worth of CPU each used between the two readings (a reaped gunicorn worker's
+    ticks are lost: none is, in a run)."""
+    elapsed, tick = max(after[0] - before[0], 1e-6), os.sysconf("SC_CLK_TCK")
+    return {name: round((used - before[1].get(name, 0)) / tick / elapsed, 2)
+            for name, used in after[1].items()}
 
 
 def start_dispatcher(state: Shop) -> None:
-    log_file = state.stack.folder / f"webhooks-{len(state.logs)}.log"
+    state.dispatchers += 1
+    log_file = state.stack.folder / f"dispatcher-{state.dispatchers}.log"
     state.logs.append(log_file)
     state.dispatcher = _started("webhooks dispatcher", "seckill.webhooks", state.env, log_file,
                                 "running")
@@ -224,16 +251,18 @@ def prepare(state: Shop, setup: Setup, workload: Workload, args: Any, tag: str) 
     users = args.users
     aid = setup.gateway_activity(total=users * 10)
     state.aids.append(aid)
-    return Prepared(setup.write(tag, setup.purchase_lines(aid, users)), users,
-                    after_run(state, setup, aid, endpoint))
+    lines = setup.write(tag, setup.purchase_lines(aid, users))
+    return Prepared(lines, users, after_run(state, setup, aid, endpoint, cpu_ticks(state)))
 
 
-def after_run(state: Shop, setup: Setup, aid: str, endpoint: str | None
-              ) -> Callable[[Run], None]:
+def after_run(state: Shop, setup: Setup, aid: str, endpoint: str | None,
+              ticks: tuple[float, dict[str, int]]) -> Callable[[Run], None]:
     """What the run left (at its end), then the drain and the checks (see the docstring)."""
     sold_checks = sold_check(setup, setup.gateway_keys, aid)
 
     def check(run: Run) -> None:
+        # from the end of the set-up to here: the settle, wrk's run, a second after it
+        run.checks["cores"] = cores(ticks, cpu_ticks(state))
         sold_checks(run)
         now = figures(state, aid, endpoint)
         sold = int(run.checks["sold"])
@@ -292,17 +321,17 @@ def settings(names: list[str]) -> str:
     """The report's paragraph on the scenario's set-up, empty when it did not run."""
     if not chosen(names):
         return ""
-    return ("\n\nIssue #27's pair: the real orders worker (`python -m seckill.worker`, the "
-            "gateway's environment and SQLite database) runs for the whole run, every "
-            "workload included (its Redis commands count in the runs' commands per request), "
-            f"and so does a 204 receiver (gunicorn, {RECEIVER_WORKERS} gevent worker). "
-            "`purchase-shop` runs while one endpoint (`events: [\"*\"]`, registered through "
-            "`POST /admin/webhooks` just before) gets every event from the real dispatcher "
-            "(`python -m seckill.webhooks`, default options, started before the run and "
-            "stopped after it); `purchase` runs without endpoint or dispatcher. Before each "
-            "run the worker has stored every earlier order, and the dispatcher has fanned "
-            "out the earlier events before the endpoint exists; the pair's order swaps every "
-            "round.")
+    return ("\n\nIssue #27's pair (unlike the stack above, with the orders worker): the real "
+            "orders worker (`python -m seckill.worker`, the gateway's environment and "
+            "SQLite database) runs for the whole run, every workload included (its Redis "
+            "commands count in the runs' commands per request), and so does a 204 receiver "
+            f"(gunicorn, {RECEIVER_WORKERS} gevent worker). `purchase-shop` runs while one "
+            "endpoint (`events: [\"*\"]`, registered through `POST /admin/webhooks` just "
+            "before) gets every event from the real dispatcher (`python -m seckill.webhooks`, "
+            "default options, started before the run and stopped after it); `purchase` runs "
+            "without endpoint or dispatcher. Before each run the worker has stored every "
+            "earlier order, and the dispatcher has fanned out the earlier events before the "
+            "endpoint exists; the pair's order swaps every round.")
 
 
 def problems(state: Shop | None) -> dict[str, list[str]]:

@@ -12,6 +12,7 @@ file of the dispatcher's, quotes it as what it is: another run's figure.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from typing import Any
 
@@ -34,12 +35,14 @@ def ran(report: Report) -> bool:
 def per_round(report: Report) -> list[dict[str, Any]]:
     """Each round's pair (``dropsreport.rounds``) with the shop run's deliveries."""
     shop = {r.round: r for r in report.of(SHOP)}
+    base = {r.round: r for r in report.of(BASE)}
     out = []
     for row in rounds(report, SHOP, BASE):
         c = shop[row["round"]].checks
         row.update({k: c.get(k) for k in (
             "delivered_at_end", "backlog_at_end", "not_stored_at_end", "not_fanned_at_end",
             "pending_at_end", "drained_s", "sold", "delivered")})
+        row["base_not_stored_at_end"] = base[row["round"]].checks.get("not_stored_at_end")
         out.append(row)
     return out
 
@@ -96,18 +99,33 @@ def section(report: Report) -> list[str]:
         f"run `{OUTBOX}` |",
         "", "Every round (200s per second; deliveries and backlog of the `purchase-shop` run "
         "when wrk stopped: orders sold but not stored yet + events not fanned out + "
-        "deliveries pending; then how long until every event was delivered):", "",
+        "deliveries pending; then how long until every event was delivered; and, for "
+        "comparison, the orders `purchase` had sold but the worker not stored yet when its "
+        "wrk stopped):", "",
         f"| round | ran first | `{SHOP}` | `{BASE}` | ratio | delivered at the end | backlog "
         "at the end (not stored / not fanned / pending) | all delivered after (s) | units "
-        "sold = delivered | others' CPU (cores) |",
-        "|---:|---|---:|---:|---:|---:|---|---:|---|---:|"]
+        "sold = delivered | `purchase`: not stored at the end | others' CPU (cores) |",
+        "|---:|---|---:|---:|---:|---:|---|---:|---|---:|---:|"]
     for r in t["rounds"]:
         lines.append(
             f"| {r['round']} | `{r['first']}` | {r['measured']:,.0f} | {r['baseline']:,.0f} | "
             f"{r['ratio']:.2f} | {r['delivered_at_end']:,} | {r['backlog_at_end']:,} "
             f"({r['not_stored_at_end']:,} / {r['not_fanned_at_end']:,} / "
             f"{r['pending_at_end']:,}) | {r['drained_s']} | {r['sold']:,} = "
-            f"{r['delivered']:,} | {r['others_cpu']:.2f} |")
+            f"{r['delivered']:,} | {r['base_not_stored_at_end']:,} | "
+            f"{r['others_cpu']:.2f} |")
+    lines += ["", "CPU during each run, cores' worth (from the end of its set-up to its check: "
+              "the settle, wrk's run and about a second after it; each process with its "
+              "children; the machine has "
+              f"{os.cpu_count()} cores, wrk and Valkey use the rest):", "",
+              "| workload | round | 200s/s | gateway | orders worker | dispatcher | receiver |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+    for run in sorted(report.of(BASE) + report.of(SHOP), key=lambda r: (r.round, r.workload)):
+        c = run.checks.get("cores", {})
+        lines.append(f"| {run.workload} | {run.round} | {ok_rate(run):,.0f} | "
+                     + " | ".join(f"{c[k]:.2f}" if k in c else "-"
+                                  for k in ("gateway", "worker", "dispatcher", "receiver"))
+                     + " |")
     lines += ["", "| workload | 200s/s (median) | p50 ms | p99 ms |", "|---|---:|---:|---:|"]
     for name in (BASE, SHOP):
         runs = report.of(name)
