@@ -363,6 +363,17 @@ def log_component(environ: Mapping[str, str] | None = None) -> str:
     return _environ(environ).get("SECKILL_INSTANCE") or "gunicorn"
 
 
+def webhook_nice(environ: Mapping[str, str] | None = None) -> int:
+    """``SECKILL_WEBHOOK_NICE``: how many steps the webhooks' dispatcher lowers its own CPU
+    priority (``nice``) at start, 0..19; default 10. Under a sale's crowd the gateway keeps
+    the CPU and the shop hears of the orders a little later; when the crowd is gone, the
+    dispatcher has the CPU to itself."""
+    nice = _int(_environ(environ), "SECKILL_WEBHOOK_NICE", 10)
+    if nice > 19:
+        raise ConfigError(f"SECKILL_WEBHOOK_NICE must be <= 19, got {nice}")
+    return nice
+
+
 def webhook_dispatch(environ: Mapping[str, str] | None = None) -> tuple[float, int]:
     """The webhooks' dispatcher (issue #27): ``SECKILL_WEBHOOK_RETRY_HOURS`` (a delivery still
     failing this long after its first attempt is marked failed; default 24) and

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from types import FrameType
@@ -12,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from seckill import logs
-from seckill.config import Settings
+from seckill.config import Settings, webhook_nice
 from seckill.sql.engine import make_engine
 from seckill.sql.schema import ensure_schema
 from seckill.webhooks.dispatcher import Clock, Dispatcher
@@ -56,6 +57,9 @@ def main(settings: Settings) -> int:
     """``python -m seckill.webhooks``: run until SIGTERM/SIGINT (the first finishes the
     attempts in flight, a second stops at once)."""
     logs.configure("webhooks")
+    nice = webhook_nice()
+    if nice:
+        os.nice(nice)  # the sale first: see seckill.config.webhook_nice
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
