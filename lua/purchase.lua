@@ -73,6 +73,18 @@ local CLAIM_LEASE_MS = 10000
 local sale_kind = 'stock'
 local sale_fields = {'per_user_limit', 'remaining', 'shards', 'payment_window', 'unlimited',
   'total', 'sold', 'held', 'variants'}
+-- One variant, the common purchase on an activity with variants: its counters are read in
+-- the same HMGET as the activity's fields (meta[13..15], before `paused`), not in one more.
+local one_variant = nil
+if not tonumber(ARGV[2]) then
+  local vid = string.match(ARGV[2], '^([%w_-]+):[1-9]%d*$')
+  if vid then
+    one_variant = 'v:' .. vid .. ':'
+    sale_fields[10] = one_variant .. 'remaining'
+    sale_fields[11] = one_variant .. 'sold'
+    sale_fields[12] = one_variant .. 'total'
+  end
+end
 -- @include sale_opening
 -- @include variant_purchase
 -- @include record_order
@@ -92,9 +104,9 @@ if not unlimited then
   end
 end
 
-local uid, account = string.match(ARGV[1], '^([^|]*)|(.*)$')
-if not uid then
-  uid = ARGV[1]
+local uid, account = ARGV[1], nil
+if string.find(uid, '|', 1, true) then
+  uid, account = string.match(ARGV[1], '^([^|]*)|(.*)$')
 end
 local existing = redis.call('HGET', KEYS[2], uid)
 if existing then
@@ -159,7 +171,8 @@ if unlimited then
   remaining = -1
 else
   if items then
-    local refused = take_variants(items, remaining)
+    local refused = take_variants(items, remaining,
+      one_variant and {meta[13], meta[14], meta[15]})
     if refused then
       return refused
     end

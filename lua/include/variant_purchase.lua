@@ -14,11 +14,13 @@
 -- variant_items(text) -> items, units, encoded   (items: {vid, n, vid, n, ...})
 --   or nil, nil, refusal: {"bad_quantity", ...} for a malformed list (a variant twice, a
 --   quantity of 0); the gateway has refused those already.
--- take_variants(items, remaining) -> nil once the units are taken from their variants, or
+-- take_variants(items, remaining, read) -> nil once the units are taken from their variants, or
 --   the refusal: {"unknown_variant", vid}; {"sold_out"} (the activity has no unit left);
 --   {"variant_sold_out", vid, left} (that variant has fewer than asked while the activity
 --   has units); {"inconsistent", "v:<vid>", total, remaining, sold} (its counters disagree).
---   All of an order's items are checked before any is taken: all or nothing.
+--   All of an order's items are checked before any is taken: all or nothing. `read` (one
+--   variant only; nil: read here) is that variant's {remaining, sold, total} as purchase.lua
+--   read them in its HMGET of the meta hash.
 
 local function variant_items(text, per_user_limit)
   -- One variant, the common purchase: matched whole, so the text is already canonical.
@@ -44,10 +46,11 @@ local function variant_items(text, per_user_limit)
   return items, units, table.concat(parts, ',')
 end
 
-local function take_variants(items, remaining)
+local function take_variants(items, remaining, read)
   if #items == 2 then  -- one variant: the same steps, without building the lists
     local v, n = 'v:' .. items[1] .. ':', items[2]
-    local got = redis.call('HMGET', KEYS[1], v .. 'remaining', v .. 'sold', v .. 'total')
+    -- `read`: its remaining, sold and total, when purchase.lua read them with the meta
+    local got = read or redis.call('HMGET', KEYS[1], v .. 'remaining', v .. 'sold', v .. 'total')
     local left, sold, total = tonumber(got[1]), tonumber(got[2]), tonumber(got[3])
     if not got[1] then
       return {'unknown_variant', items[1]}
@@ -58,8 +61,8 @@ local function take_variants(items, remaining)
     elseif left < n then
       return {'variant_sold_out', items[1], left}
     end
-    redis.call('HINCRBY', KEYS[1], v .. 'remaining', -n)
-    redis.call('HINCRBY', KEYS[1], v .. 'sold', n)
+    -- Both counters in one write (read above in this same script: nothing ran between)
+    redis.call('HSET', KEYS[1], v .. 'remaining', left - n, v .. 'sold', sold + n)
     return nil
   end
   local fields = {}
