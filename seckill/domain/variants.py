@@ -111,8 +111,8 @@ def parse_purchase(body: Any, variants: Sequence[Variant], per_user_limit: int) 
                                     fields=unknown)
         items = _items(body["items"], per_user_limit)
     else:
-        unknown = sorted(set(body) - {"variant", "quantity"})
-        if unknown:
+        if not _ONE_VARIANT.issuperset(body):
+            unknown = sorted(set(body) - _ONE_VARIANT)
             raise errors.BadRequest(f"unknown fields: {', '.join(unknown)[:200]}",
                                     fields=unknown)
         if "variant" not in body:
@@ -126,11 +126,18 @@ def parse_purchase(body: Any, variants: Sequence[Variant], per_user_limit: int) 
             raise errors.BadRequest(f"quantity must be an integer in 1..{per_user_limit}",
                                     field="quantity")
         items = ((vid, quantity),)
+    if len(items) == 1:  # one variant, the common purchase: no set to build
+        if not any(v.id == items[0][0] for v in variants):
+            raise errors.UnknownVariant(variant=items[0][0][:40])
+        return items
     known = {v.id for v in variants}
     for vid, _ in items:
         if vid not in known:
             raise errors.UnknownVariant(variant=vid[:40])
     return items
+
+
+_ONE_VARIANT = frozenset({"variant", "quantity"})  # the fields of {"variant", "quantity"?}
 
 
 def _items(raw: Any, per_user_limit: int) -> Items:
@@ -166,6 +173,8 @@ def _items(raw: Any, per_user_limit: int) -> Items:
 
 def encode_items(items: Iterable[tuple[str, int]]) -> str:
     """``"40:1,41:2"``: the items as the scripts, the stream and the items hash hold them."""
+    if isinstance(items, tuple) and len(items) == 1:  # one variant, the common purchase
+        return f"{items[0][0]}:{items[0][1]}"
     return ",".join(f"{vid}:{quantity}" for vid, quantity in items)
 
 

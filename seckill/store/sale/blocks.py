@@ -44,6 +44,10 @@ class BlockWatch:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.failing = False  # whether the last reading failed (logged once per streak)
+        # No block at all in force, as the last reading applied found (False before the
+        # first one, so that the first request goes through refuses(), which starts the
+        # thread): the edge's filter then lets every request pass with no lookup.
+        self.none_in_force = False
 
     # -- what the edge asks ----------------------------------------------------------------
 
@@ -95,10 +99,14 @@ class BlockWatch:
                 scopes = table.get(subject, frozenset())
                 scopes = scopes | {activity} if active else scopes - {activity}
                 if scopes:
+                    self.none_in_force = False  # before the entry: never a block unseen
                     table[subject] = scopes
                 else:
                     table.pop(subject, None)
                 self._seen = changed
+            # (Only once the thread follows them: until then refuses() must run, to start it.)
+            self.none_in_force = (self._thread is not None and not self._users
+                                  and not self._persons)
 
     # -- the operator's changes, heard here at once ------------------------------------------
 

@@ -23,6 +23,7 @@ import redis
 from redis.client import PubSub
 
 from seckill.domain import errors
+from seckill.domain.variants import Items
 from seckill.store.plumbing.connection import Client, background_client, close_client
 from seckill.store.plumbing.keys import KeySpace, split_buyer_entry
 from seckill.store.plumbing.shards import part_tags
@@ -218,13 +219,14 @@ class SoldOutBoard:
             sum(int(p[4] or 0) for p in parts) == sum(int(p[5] or 0) for p in parts))
         return tuple(state), winners, empty
 
-    def variant_refusal(self, aid: str, buyer: str, vids: list[str]
+    def variant_refusal(self, aid: str, buyer: str, items: Items
                         ) -> errors.SeckillError | None:
-        """The answer to a purchase of these variants when one of them is flagged sold out
-        (None: ask the script; always None while the background check is not vouched for)."""
+        """The answer to a purchase of these items when one of their variants is flagged sold
+        out (None: ask the script; always None while the background check is not vouched
+        for)."""
         if not self._vouched:
             return None
-        return self.variants.refusal(aid, buyer, vids)
+        return self.variants.refusal(aid, buyer, items)
 
     def mark_variant(self, aid: str, vid: str) -> None:
         """The script said variant ``vid`` of ``aid`` has no unit left: flag it here."""

@@ -117,8 +117,7 @@ class SaleState:
         who = buyer(activity, uid, person)
         # Only while this process's copy has units: with none left, the answer is the
         # activity's sold_out, the script's (which then raises the activity's own flag).
-        refusal = activity.remaining and self.board.variant_refusal(
-            activity.id, who, [vid for vid, _ in items])
+        refusal = activity.remaining and self.board.variant_refusal(activity.id, who, items)
         if refusal:
             raise refusal
         try:

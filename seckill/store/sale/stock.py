@@ -91,7 +91,7 @@ class Purchases:
         one EVALSHA of ``lua/purchase.lua`` as :meth:`purchase`, all or nothing, with the items
         in the quantity's place and the activity's items hash as KEYS[4]. ``argv_user``: the
         buyer as the script reads it, when not ``uid`` (a person-limited activity's)."""
-        quantity = sum(n for _, n in items)
+        quantity = items[0][1] if len(items) == 1 else sum(n for _, n in items)
         args: list[Any] = [argv_user or uid, encode_items(items), aid]
         rate_keys = [self.keys.rate(aid, "purchase", uid, window) for _, window in self.rates]
         rate_args = [n for rate in self.rates for n in rate]

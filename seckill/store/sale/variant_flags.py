@@ -68,11 +68,13 @@ class VariantFlags:
         self._marking: set[tuple[str, str]] = set()
         self._marking_lock = threading.Lock()
 
-    def refusal(self, aid: str, buyer: str, vids: Iterable[str]) -> errors.SeckillError | None:
-        """The answer to a purchase naming ``vids`` when one of them is flagged, else None."""
+    def refusal(self, aid: str, buyer: str, items: Iterable[tuple[str, int]]
+                ) -> errors.SeckillError | None:
+        """The answer to a purchase of ``items`` (variant, units) when one of their variants
+        is flagged, else None."""
         if not self._flags:
             return None
-        for vid in vids:
+        for vid, _ in items:
             flag = self._flags.get((aid, vid))
             if flag is None or flag.winners is None:
                 continue
@@ -117,6 +119,8 @@ class VariantFlags:
     def note_buyer(self, aid: str, buyer: str, order_id: str) -> None:
         """A purchase in this process: its buyer joins the winners of ``aid``'s flags (a
         buyer of another variant who then asks for a flagged one learns their order)."""
+        if not self._flags:
+            return
         for (flagged, _), flag in list(self._flags.items()):
             if flagged == aid and flag.winners is not None:
                 flag.winners[buyer] = order_id
