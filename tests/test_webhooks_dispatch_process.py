@@ -17,13 +17,14 @@ import pytest
 import sqlalchemy as sa
 
 from seckill.ops.embedded import die_with_parent
+from seckill.ops.ports import free_listen_port
 from seckill.sql import engine as db
 from seckill.sql.schema import ensure_schema, outbox, webhook_deliveries
 from seckill.webhooks.options import DispatchOptions
 from seckill.webhooks.run import run_dispatcher
 from tests.faults import wait_until
 from tests.servers import REPO_ROOT, stop_process
-from tests.test_cli import seckill_up
+from tests.test_cli import seckill, seckill_up
 from tests.upstack import up_env
 from tests.webhook_receiver import (
     Clock,
@@ -161,3 +162,16 @@ def test_the_dispatcher_gives_the_sale_the_cpu_first(
             assert psutil.Process(process.pid).nice() == min(19, os.nice(0) + 10)
         finally:
             stop_process(process, timeout=5)
+
+
+@pytest.mark.parametrize("name, value", [("SECKILL_WEBHOOK_RETRY_HOURS", "abc"),
+                                         ("SECKILL_WEBHOOK_RETENTION", "0"),
+                                         ("SECKILL_WEBHOOK_NICE", "20")])
+def test_seckill_up_refuses_a_bad_dispatcher_setting_before_starting(
+        tmp_path: Path, name: str, value: str) -> None:
+    """Refused at once with its name, not in a crash loop of the dispatcher that ends the
+    whole stack after its restarts."""
+    result = seckill("up", "--port", str(free_listen_port()), "--no-nginx",
+                     env={**up_env(tmp_path / "data"), name: value})
+    assert result.returncode == 2, result.stderr
+    assert name in result.stderr, result.stderr

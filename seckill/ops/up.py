@@ -36,6 +36,8 @@ from seckill.config import (
     environment,
     graceful_timeout,
     own_redis_url,
+    webhook_dispatch,
+    webhook_nice,
 )
 from seckill.ops.children import (
     access_log_path,
@@ -228,6 +230,8 @@ def run(args: argparse.Namespace) -> int:
     # No production secret missing, every value valid (the worker's options too): refused
     # here, not in a crash loop of a child.
     settings = Settings.from_env(environ)
+    webhook_dispatch(environ)  # the dispatcher's settings, which Settings does not read
+    webhook_nice(environ)
     own_redis = own_redis_url(environ)
     if settings.durability == "replica" and not own_redis and args.redis_nodes is None:
         # Every purchase would be refused (no_replica): say so now, not on the first buyer.

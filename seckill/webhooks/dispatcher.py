@@ -85,8 +85,13 @@ class Dispatcher:
         log.info("webhook dispatcher %s running", self.options.owner)
         try:
             while not stop.is_set():
+                started = time.monotonic()
                 if not self.step():
                     self._wait(self.options.idle)
+                    continue
+                rest = self.options.round_s - (time.monotonic() - started)
+                if rest > 0:
+                    stop.wait(rest)  # the attempts finishing meanwhile go in the next round
         finally:
             self.close()
         log.info("webhook dispatcher %s stopped", self.options.owner)

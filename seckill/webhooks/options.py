@@ -12,7 +12,9 @@ from seckill.config import webhook_dispatch
 
 
 def _owner() -> str:
-    return f"{os.uname().nodename}:{os.getpid()}:{secrets.token_hex(3)}"
+    # The lease_owner column holds 64 characters: a long host name is cut, never the pid and
+    # the random part that tell two dispatchers of one host apart.
+    return f"{os.uname().nodename[:40]}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,7 +24,10 @@ class DispatchOptions:
     pool: one that hangs never delays another); ``attempt_timeout``: a 2xx must arrive within
     it (seconds, connecting included) or the attempt failed; ``lease_ms``: how long a claim
     is this dispatcher's alone (a killed dispatcher's claims are taken again after it);
-    ``idle``: the wait between rounds when there is nothing to do (seconds); ``retry_hours``:
+    ``idle``: the wait between rounds when there is nothing to do (seconds); ``round_s``: the
+    shortest time from one busy round to the next (each round is a database transaction: a
+    commit, with its fsyncs, per finished attempt would compete with the sale's own disk
+    writes, Valkey's AOF and the orders worker's batches); ``retry_hours``:
     a delivery still failing this long after its first attempt is failed; ``retention_s``:
     delivered events kept this long;
     ``backoff_base_s``/``backoff_cap_s``: the n-th retry waits base * 2**(n-1), at most cap,
@@ -34,6 +39,7 @@ class DispatchOptions:
     connect_timeout: float = 5.0
     lease_ms: int = 60_000
     idle: float = 0.2
+    round_s: float = 0.05
     retry_hours: float = 24.0
     retention_s: int = 7 * 86_400
     prune_every_s: int = 600
