@@ -37,7 +37,7 @@ def test_one_refund_due_per_payment_ref(book: OrderBook) -> None:
         (f"order:{late.order_id}",
          {"status": "cancelled", "order_id": late.order_id, "payment": "expired",
           "pay_by": START_MS + 61_000, "activity": aid, "user": "acct-a", "quantity": 1,
-          "payment_ref": "pay_1", "amount": 1999}),
+          "payment_ref": "pay_1", "payment_amount": 1999}),
         (f"order:{late.order_id}",
          {"status": "cancelled", "order_id": late.order_id, "payment": "expired",
           "pay_by": START_MS + 61_000, "activity": aid, "user": "acct-a", "quantity": 1,

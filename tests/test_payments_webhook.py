@@ -267,8 +267,8 @@ def test_a_second_reference_on_a_paid_order_is_200_and_one_refund_due_per_refere
     events = refunds(gateway.extensions["seckill"].engine, oid)
     assert [e["data"]["payment_ref"] for e in events] == ["pi_second", "pi_third"]
     first, third = events
-    assert first["type"] == "order.refund_due" and first["data"]["amount"] == 1250
-    assert "amount" not in third["data"]
+    assert first["type"] == "order.refund_due" and first["data"]["payment_amount"] == 1250
+    assert "payment_amount" not in third["data"]
     assert (first["data"]["order_id"], first["data"]["activity"]) == (oid, order["aid"])
 
 
@@ -292,7 +292,7 @@ def test_a_payment_after_the_hold_expired_is_200_and_one_refund_due(
     [row] = stored_orders(database_url, order["aid"])
     assert (row.status, row.payment, row.payment_ref) == ("cancelled", "expired", None)
     [event] = refunds(services.engine, oid)
-    assert event["data"]["payment_ref"] == "pi_late" and event["data"]["amount"] == 700
+    assert event["data"]["payment_ref"] == "pi_late" and event["data"]["payment_amount"] == 700
 
 
 def test_a_payment_of_an_order_cancelled_while_due_is_refund_due(

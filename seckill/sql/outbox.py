@@ -60,9 +60,9 @@ def record_refund_due(db: sa.Engine | sa.Connection, order_id: str, payment_ref:
     expired, or a second payment of a paid order): once per (order, ``payment_ref``), however
     often and by whomever it is called. True if written now; False if it was already there or
     the order's activity is a rehearsal. Its data is the order as the database holds it, with
-    ``payment_ref`` and (when given) the payment's ``amount``. Given an Engine, in a
-    transaction of its own; given a Connection, in the caller's. UnknownOrder if no such
-    order."""
+    ``payment_ref`` and (when given) the payment's amount as ``payment_amount``. Given an
+    Engine, in a transaction of its own; given a Connection, in the caller's. UnknownOrder if
+    no such order."""
     with _transaction(db) as conn:
         found = conn.execute(
             sa.select(*ORDER_COLUMNS, activities.c.rehearsal)
@@ -73,8 +73,8 @@ def record_refund_due(db: sa.Engine | sa.Connection, order_id: str, payment_ref:
         if found.rehearsal:
             return False
         data = {**order_data(found._mapping), "payment_ref": payment_ref}
-        if amount is not None:
-            data["amount"] = amount
+        if amount is not None:  # the provider's; "amount" stays the order's own (a packet's)
+            data["payment_amount"] = amount
         event = order_event(ORDER_REFUND_DUE, data, at_ms,
                             dedupe=f"refund_due:{order_id}:{payment_ref}")
         done = conn.execute(_insert_ignoring_duplicates(conn).returning(outbox.c.seq),
