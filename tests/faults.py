@@ -250,6 +250,9 @@ class DatabaseOutage:
                     f'GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA "{self.schema}" '
                     f'TO "{self.role}"'
                 ))
+                # The outbox's seq (issue #27): the worker's batch writes its events.
+                conn.execute(sa.text(
+                    f'GRANT USAGE ON ALL SEQUENCES IN SCHEMA "{self.schema}" TO "{self.role}"'))
 
     def worker_engine(self) -> sa.Engine:
         if self.sqlite:
