@@ -251,6 +251,11 @@ def test_a_master_killed_mid_sale_fails_over_and_every_200_keeps_its_order(
                 gateway.create_activity(TOTAL, aid)
             worker = worker_process(env, tmp_path / "worker.log")
             try:
+                # Connected before the kill: a worker still starting when its REDIS_URL's master
+                # dies cannot read the slot map, exits, and nothing drains (a CI run on a loaded
+                # machine: the crowd reached 150 before the worker's Python had started).
+                wait_until(lambda: "started" in (tmp_path / "worker.log").read_text(), 30,
+                           what="the orders worker to start")
                 crowd = Crowd(http_buyer(gateway), aids, CROWD_THREADS, CROWD_USERS)
                 with crowd.running():
                     wait_until(lambda: len(crowd.of(aids[0], 200)) >= 150, 30,
