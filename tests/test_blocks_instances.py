@@ -41,8 +41,11 @@ class Gateway:
 
 def environment(valkey: EmbeddedValkey, folder: Path) -> dict[str, str]:
     prefix = f"t{uuid.uuid4().hex[:12]}"
+    # The per-user limit out of reach: the watch below asks for one user's URL in a tight
+    # loop on both instances (over 1,000 a second once the lift is heard), and a 429 from the
+    # limit is not the block's answer (it failed the lift's "within a second" at 1.002 s).
     return {**gateway_env(valkey.url, prefix, folder / "data",
-                          f"sqlite:///{folder / 'orders.db'}", "1000/second"),
+                          f"sqlite:///{folder / 'orders.db'}", "1000000/second"),
             "SECKILL_PERSON_CLAIM": CLAIM}
 
 
