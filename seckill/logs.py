@@ -55,8 +55,12 @@ class Formatter(logging.Formatter):
         self.as_json = as_json
 
     def format(self, record: logging.LogRecord) -> str:
-        """The record as one line (a traceback, if any, follows it; inside the JSON)."""
+        """The record as one line (a traceback, if any, follows it; inside the JSON). In
+        text a message's own line breaks are written ``\\n``: a database error's text carries
+        its statement on a line of its own, which would otherwise start an unframed line."""
         message = record.getMessage()
+        if not self.as_json:
+            message = message.replace("\r", "\\r").replace("\n", "\\n")
         if record.exc_info:
             message += "\n" + self.formatException(record.exc_info)
         extra = {"logger": record.name} if self.as_json else {}

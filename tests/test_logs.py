@@ -130,3 +130,21 @@ def test_a_redis_outage_under_load_logs_one_line_and_one_summary(make_app, priva
     assert rate_lines[0].startswith("rate limit not checked for crowd0")
     assert re.fullmatch(r"\u2026 \u00d759 in 0\.6 s: rate limit not checked for crowd0 .*",
                         rate_lines[1]), rate_lines[1]
+
+
+def test_a_message_spanning_lines_stays_one_text_line():
+    # A database error's text carries its statement on a second line ("...\n[SQL: CREATE
+    # TABLE ...]"): logged with %s at start-up it broke `seckill up`'s one-line format (a CI
+    # run of test_up_logs saw a bare "[SQL: " line). The message's own line breaks are shown
+    # as "\n"; only a traceback, which the record asks for, follows on lines of its own.
+    record = logging.LogRecord("seckill.sql.schema", logging.INFO, __file__, 1,
+                               "schema creation raced (%s); checking again",
+                               ("table x already exists\n[SQL: \nCREATE TABLE x ()]",), None)
+    text = logs.Formatter("gunicorn-1").format(record)
+    assert "\n" not in text
+    found = LINE.fullmatch(text)
+    assert found is not None and found.group(3) == (
+        "schema creation raced (table x already exists\\n[SQL: \\nCREATE TABLE x ()]); "
+        "checking again")
+    as_json = json.loads(logs.Formatter("gunicorn-1", as_json=True).format(record))
+    assert as_json["message"].startswith("schema creation raced (table x already exists\n")

@@ -220,6 +220,25 @@ def _check_cluster_args(args: argparse.Namespace, environ: dict[str, str]) -> No
         raise ConfigError("--redis-nodes with REDIS_URL: unset REDIS_URL, or drop --redis-nodes")
 
 
+def _create_schema(url: str) -> None:
+    """The tables made once, before the children start: otherwise every gunicorn worker, the
+    orders worker and the dispatcher race to create them. A database not reachable yet is
+    left to the children, which create what is missing when it comes."""
+    import sqlalchemy as sa
+
+    from seckill.sql.engine import make_engine
+    from seckill.sql.schema import ensure_schema
+
+    engine = make_engine(url)
+    try:
+        ensure_schema(engine)
+    except sa.exc.DBAPIError as exc:
+        log(f"database not ready ({type(exc.orig).__name__}); the children create the tables",
+            "WARNING")
+    finally:
+        engine.dispose()
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``seckill up``: start the stack and supervise it until stopped; the exit code."""
     from seckill.ops.embedded import EmbeddedValkey
@@ -250,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
 
     with _data_dir_lock(data_dir):
         settings.announce_generated()
+        _create_schema(settings.database_url)
         # Secrets made up once, here, so that every worker of every instance agrees on them.
         env = {**environ, "SECKILL_ENV": settings.env, "SECKILL_DATA_DIR": str(data_dir)}
         env.update({name: settings.secret_for(name) for name in SECRET_VARS})

@@ -207,7 +207,8 @@ def ensure_schema(engine: sa.Engine) -> None:
         except (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.OperationalError) as exc:
             if attempt == 2:
                 raise
-            log.info("schema creation raced with another process (%s); checking again", exc)
+            log.info("schema creation raced with another process (%s); checking again",
+                     exc.orig or exc)
 
 
 def _add_missing_columns(engine: sa.Engine) -> None:
