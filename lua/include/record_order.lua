@@ -18,9 +18,14 @@ local function record_order(uid, qty, aid, now_ms, step, hold, account, items)
   local seq = redis.call('HINCRBY', KEYS[1], 'seq', step)
   local order_id = string.format('%s-%013d-%06d', aid, now_ms, seq)
   redis.call('HSET', KEYS[2], uid, order_id)
-  if not (hold or account or items) then  -- the common purchase: no list to build
-    redis.call('XADD', KEYS[3], '*', 'type', 'purchase', 'order_id', order_id, 'activity', aid,
-      'user', uid, 'quantity', qty, 'ts', now_ms)
+  if not (hold or items) then  -- the common purchases, a user's or a person's: no list to build
+    if account then
+      redis.call('XADD', KEYS[3], '*', 'type', 'purchase', 'order_id', order_id, 'activity',
+        aid, 'user', uid, 'quantity', qty, 'ts', now_ms, 'account', account)
+    else
+      redis.call('XADD', KEYS[3], '*', 'type', 'purchase', 'order_id', order_id, 'activity',
+        aid, 'user', uid, 'quantity', qty, 'ts', now_ms)
+    end
     return order_id
   end
   local entry = {'type', 'purchase', 'order_id', order_id, 'activity', aid, 'user', uid,
