@@ -16,7 +16,8 @@ from seckill.domain.orders import OrderRow
 from seckill.domain.variants import Variant
 from seckill.sql import engine as db
 from seckill.sql.book import OrderBook
-from seckill.sql.schema import orders, outbox
+from seckill.sql.outbox import event_rows
+from seckill.sql.schema import orders
 
 START_MS = 1_700_000_000_000
 _seq = itertools.count(1)
@@ -45,11 +46,9 @@ def row(aid: str, uid: str, quantity: int = 1, **fields: Any) -> OrderRow:
 
 def events(book: OrderBook, aid: str | None = None) -> list[tuple[str, str, dict[str, Any]]]:
     """(type, subject, data) of every event, in the outbox's order (of ``aid`` if given)."""
-    query = sa.select(outbox.c.type, outbox.c.subject, outbox.c.body).order_by(outbox.c.seq)
-    if aid is not None:
-        query = query.where(outbox.c.activity_id == aid)
-    with book.engine.connect() as conn:
-        return [(t, s, orjson.loads(b)["data"]) for t, s, b in conn.execute(query)]
+    with book.engine.connect() as conn:  # a worker batch's row holds many (event_rows)
+        return [(e.type, e.subject, orjson.loads(e.body)["data"]) for e in event_rows(conn)
+                if aid is None or e.activity_id == aid]
 
 
 def kinds(book: OrderBook, order_id: str) -> list[str]:

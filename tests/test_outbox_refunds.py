@@ -84,7 +84,8 @@ def test_prune_keeps_what_is_undelivered_or_recent(book: OrderBook) -> None:
     are fanned out and no delivery of theirs is left; everything else stays."""
     aid = save(book, "rf4", total=None)
     old = START_MS
-    book.store([row(aid, f"u{i}") for i in range(6)])
+    for i in range(6):  # six batches of one: six rows (a batch of many writes one row)
+        book.store([row(aid, f"u{i}")])
     with book.engine.begin() as conn:
         seqs = [r[0] for r in conn.execute(sa.select(outbox.c.seq).order_by(outbox.c.seq))]
         conn.execute(outbox.update().values(created_ms=old))

@@ -19,7 +19,8 @@ import redis
 import sqlalchemy as sa
 
 from seckill.sql import engine as db
-from seckill.sql.schema import orders, outbox
+from seckill.sql.outbox import event_rows
+from seckill.sql.schema import orders
 from seckill.store.plumbing.keys import KeySpace
 from tests.faults import (
     OrderCounter,
@@ -95,8 +96,7 @@ def test_kill_9_mid_batch_leaves_events_matching_the_rows(
     try:
         with engine.connect() as conn:
             rows = {r.order_id: r for r in conn.execute(sa.select(orders))}
-            events = [(t, orjson.loads(b)["data"]) for t, b in conn.execute(
-                sa.select(outbox.c.type, outbox.c.body).order_by(outbox.c.seq))]
+            events = [(e.type, orjson.loads(e.body)["data"]) for e in event_rows(conn)]
     finally:
         engine.dispose()
     per_type = collections.Counter(t for t, _ in events)

@@ -40,7 +40,7 @@ from seckill.domain.orders import (
 from seckill.domain.people import BY_USER
 from seckill.domain.product import Product
 from seckill.domain.variants import Items, Variant, items_body, items_from_body
-from seckill.sql.order_changes import Batch, kind_of, update_of
+from seckill.sql.order_changes import Batch, insert_rows, kind_of, update_of
 from seckill.sql.order_events import ORDER_COLUMNS, Rehearsals, order_data, sold_out_events
 from seckill.sql.outbox import add_events
 from seckill.sql.schema import activities, ensure_schema, orders, variants
@@ -284,13 +284,12 @@ class OrderBook:
                 if done is not None:
                     changed.append((kind_of(update), update.at_ms, done._mapping))
             inserted: list[str] = []
-            if values and self.outbox:  # RETURNING: the rows actually inserted
-                inserted = [r[0] for r in conn.execute(
-                    self._insert().returning(orders.c.order_id), list(values.values()))]
+            if values and self.outbox:
+                inserted = insert_rows(conn, self._insert(), values)
             elif values:
                 conn.execute(self._insert(), list(values.values()))
             if changed or inserted:
-                self._write(conn, *batch.events(changed, inserted), stored)
+                self._write(conn, *batch.events(changed, inserted), stored, batch=True)
             present: set[str] = set()
             for start in range(0, len(wanted), 500):  # bounded IN lists
                 present.update(r[0] for r in conn.execute(
@@ -317,11 +316,12 @@ class OrderBook:
         return done is not None
 
     def _write(self, conn: sa.Connection, events: list[Event], counted: dict[str, int],
-               at_ms: int) -> None:
-        """Write the events of a change (leaving out rehearsals'), and count the confirmed
-        units it changed (``counted``: activity -> units) with their sell-outs."""
+               at_ms: int, batch: bool = False) -> None:
+        """Write the events of a change (leaving out rehearsals'; ``batch``: a worker's, in
+        one outbox row), and count the confirmed units it changed (``counted``: activity ->
+        units) with their sell-outs."""
         real = self._rehearsals.real(conn, {e.activity_id for e in events} | set(counted))
-        add_events(conn, [e for e in events if e.activity_id in real])
+        add_events(conn, [e for e in events if e.activity_id in real], batch=batch)
         self._sold_out(conn, {a: n for a, n in counted.items() if a in real}, at_ms,
                        checked=True)
 

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 
 from seckill.domain.events import matches
 from seckill.metrics import WebhookNumbers
+from seckill.sql.outbox import BATCH, batch_parts
 from seckill.sql.schema import outbox, webhook_deliveries, webhook_endpoints
 
 PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
@@ -89,15 +90,28 @@ def endpoints(bind: sa.Engine | sa.Connection, *, share: bool = False) -> list[E
 
 
 def fan_out(conn: sa.Connection, now_ms: int, limit: int) -> tuple[int, list[Endpoint]]:
-    """Make the deliveries of up to ``limit`` events not fanned out yet (in ``seq`` order),
-    due now, one per endpoint subscribed to the event's type, and mark the events fanned;
+    """Make the deliveries of about ``limit`` events not fanned out yet (in ``seq`` order; a
+    worker batch's row is expanded into its events' rows, whole), due now, one per endpoint
+    subscribed to the event's type, and mark the events fanned;
     the number of events and the endpoints (read after the events: an endpoint added before
     an event was written gets it). Inside the caller's transaction."""
     if conn.dialect.name == "postgresql":
         conn.execute(sa.select(sa.func.pg_advisory_xact_lock(FAN_OUT_LOCK)))
-    events = conn.execute(sa.select(outbox.c.seq, outbox.c.type, outbox.c.subject)
-                          .where(outbox.c.fanned.is_(None))
-                          .order_by(outbox.c.seq).limit(limit)).all()
+    found = conn.execute(sa.select(outbox.c.seq, outbox.c.type, outbox.c.subject)
+                         .where(outbox.c.fanned.is_(None))
+                         .order_by(outbox.c.seq).limit(limit)).all()
+    # A prefix of them, in seq order, of about ``limit`` events: a worker batch's row holds
+    # hundreds, each expanded into its events' own rows (_expand).
+    plain: list[int] = []
+    events: list[tuple[int, str, str]] = []
+    for seq, kind, subject in found:
+        if len(events) >= limit:
+            break
+        if kind == BATCH:
+            events.extend(_expand(conn, int(seq)))
+        else:
+            plain.append(int(seq))
+            events.append((int(seq), kind, subject))
     # Shared locks: an endpoint removed meanwhile (its row locked, its deliveries deleted, by
     # seckill.sql.webhooks) waits for this transaction, then takes the deliveries made here
     # with it; one removed before is not read. Without them, PostgreSQL could leave pending
@@ -111,9 +125,27 @@ def fan_out(conn: sa.Connection, now_ms: int, limit: int) -> tuple[int, list[End
     if made:
         # A replay may have made one already (the events of an endpoint since a moment).
         conn.execute(_insert_missing(conn), made)
-    conn.execute(sa.update(outbox).where(outbox.c.seq.in_([e[0] for e in events]))
-                 .values(fanned=True))
+    if plain:
+        conn.execute(sa.update(outbox).where(outbox.c.seq.in_(plain)).values(fanned=True))
     return len(events), targets
+
+
+def _expand(conn: sa.Connection, seq: int) -> list[tuple[int, str, str]]:
+    """Replace the batch's row ``seq`` by its events' own rows, fanned out, at the seqs
+    reserved for them when the batch was written (seckill.sql.outbox); the events' (seq,
+    type, subject). Read and replaced in one transaction (PostgreSQL: under the fan-out's
+    lock; SQLite: a second writer that read the row before fails to write): once."""
+    body = conn.execute(sa.select(outbox.c.body).where(outbox.c.seq == seq,
+                                                       outbox.c.type == BATCH)).scalar()
+    if body is None:
+        return []
+    parts = batch_parts(seq, body)
+    conn.execute(outbox.delete().where(outbox.c.seq == seq, outbox.c.type == BATCH))
+    conn.execute(outbox.insert(), [
+        {"seq": e.seq, "event_id": e.event_id, "type": e.type, "subject": e.subject,
+         "activity_id": e.activity_id, "body": e.body, "created_ms": e.created_ms,
+         "fanned": True, "dedupe": None} for e in parts])
+    return [(e.seq, e.type, e.subject) for e in parts]
 
 
 def _insert_missing(conn: sa.Connection) -> Any:

@@ -4,14 +4,17 @@ A cancellation is an UPDATE that only moves ``confirmed`` to ``cancelled``, a pa
 only moves ``due`` to ``paid`` (:func:`update_of`): a repeat matches no row, and RETURNING
 tells the one transaction that changed the row, which writes its event. An update of an order
 in the batch itself is folded into the row about to be inserted (:meth:`Batch.fold`): the row
-goes in in its final state, and, if the insert actually stores it, its events are its
-order.created as it was decided, then each change in stream order (:meth:`Batch.events`).
+goes in in its final state, and, if the insert actually stores it (:func:`insert_rows` says
+which), its events are its order.created as it was decided, then each change in stream order
+(:meth:`Batch.events`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import sqlalchemy as sa
 
 from seckill.domain.entries import Cancel, Paid
 from seckill.domain.events import (
@@ -21,6 +24,7 @@ from seckill.domain.events import (
     ORDER_PAID,
     Event,
     order_event,
+    order_subject,
 )
 from seckill.domain.orders import CANCELLED, CONFIRMED, DUE, EXPIRED, PAID
 from seckill.sql.order_events import order_data
@@ -47,6 +51,27 @@ def update_of(entry: Cancel | Paid) -> Any:
     return (orders.update()
             .where(orders.c.order_id == entry.order_id, orders.c.status == CONFIRMED)
             .values(**values))
+
+
+def insert_rows(conn: sa.Connection, insert: Any, values: dict[str, dict[str, Any]]) -> list[str]:
+    """Insert a batch's rows (``values``: order id -> columns) with ``insert`` (which skips
+    the rows it cannot store); the ids of the ones actually inserted, in order. SQLite: the
+    plain executemany (RETURNING made SQLAlchemy fetch a row per order) and its count: all
+    of them (most batches), none, or else the rows that took the last rowids (one writer,
+    and a rowid table gives each new row the largest rowid + 1: the rows inserted now are
+    the last ``count``). Elsewhere: RETURNING."""
+    if conn.dialect.name != "sqlite":
+        return [r[0] for r in conn.execute(insert.returning(orders.c.order_id),
+                                           list(values.values()))]
+    count = conn.execute(insert, list(values.values())).rowcount
+    if count == len(values):
+        return list(values)
+    if count <= 0:
+        return []
+    return list(conn.execute(sa.text(
+        f"SELECT order_id FROM {orders.name} WHERE rowid > "
+        f"(SELECT max(rowid) FROM {orders.name}) - :count ORDER BY rowid"),
+        {"count": count}).scalars())
 
 
 def fold(row: dict[str, Any], entry: Cancel | Paid) -> bool:
@@ -101,13 +126,17 @@ class Batch:
             if row["status"] == CANCELLED:
                 aid = row["activity_id"]
                 units[aid] = units.get(aid, 0) - int(row["quantity"])
-        for order_id in inserted:
-            row = self.values[order_id]
-            events.append(order_event(ORDER_CREATED, order_data(self._decided.get(order_id, row)),
-                                      row["created_ms"]))
-            events.extend(order_event(kind, order_data(after), at)
-                          for kind, at, after in self._folded.get(order_id, ()))
+        values, decided, folded = self.values, self._decided, self._folded
+        add = events.append
+        for order_id in inserted:  # hundreds a batch: kept lean
+            row = values[order_id]
+            aid = row["activity_id"]
+            add(Event(ORDER_CREATED, order_subject(order_id), aid,
+                      order_data(decided.get(order_id, row) if decided else row),
+                      row["created_ms"]))
+            if folded and order_id in folded:
+                events.extend(order_event(kind, order_data(after), at)
+                              for kind, at, after in folded[order_id])
             if row["status"] == CONFIRMED:
-                aid = row["activity_id"]
                 units[aid] = units.get(aid, 0) + int(row["quantity"])
         return events, units
