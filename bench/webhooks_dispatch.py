@@ -6,7 +6,9 @@
 
 Each round: a fresh database (a SQLite file unless ``--database`` names a PostgreSQL server,
 then a schema of the round's own), one endpoint, ``--events`` events written to the outbox
-with ``add_events`` (two per order: created then paid, a thousand per transaction), then the
+with ``add_events`` as the orders worker writes them (one batch row per transaction, which
+the dispatcher's fan-out expands; two per order: created then paid, a thousand per
+transaction), then the
 real dispatcher (``run_dispatcher``, default options) started and timed until every delivery
 is ``delivered``; bounded (``--timeout`` seconds a round). The receiver, in processes of its
 own on this machine, answers 204 to every POST over keep-alive: gunicorn with gevent workers
@@ -119,7 +121,7 @@ def fill(engine: sa.Engine, url: str, events: int) -> None:
                                strict=False)]
     for start in range(0, events, 1000):
         with engine.begin() as conn:
-            add_events(conn, made[start:start + 1000])
+            add_events(conn, made[start:start + 1000], batch=True)  # as the worker writes
 
 
 def delivered(engine: sa.Engine) -> int:
