@@ -122,6 +122,20 @@ def buy_when_copy_refreshed(client: FlaskClient, aid: str, uid: str) -> tuple[An
         time.sleep(0.1)
 
 
+def replica_online(cluster: EmbeddedCluster, aid: str) -> bool:
+    """Whether the master that owns ``aid`` now has a replica in sync (``INFO replication``'s
+    slave0 ``online``): a restarted old master answers pings long before its first sync ends,
+    and until then a ``replica`` purchase waits out its timeout and answers 503 durability."""
+    try:
+        master = cluster.master_of_slot(slot_of(f"{{{aid}}}"))
+        with contextlib.closing(cluster.client(master)) as conn:
+            info: Any = conn.info("replication")
+    except (redis.RedisError, KeyError, OSError):
+        return False
+    entry = info.get("slave0")
+    return entry is not None and str(entry.get("state")) == "online"
+
+
 Sale = dict[str, tuple[dict[str, str], dict[str, str], list[StoredOrder]]]
 
 

@@ -40,6 +40,7 @@ from tests.cluster_faults import (
     gateway_app,
     masters,
     private_cluster,
+    replica_online,
     replicas_of,
     stats,
     status_of,
@@ -163,6 +164,8 @@ def test_replica_no_200_for_a_write_the_replica_did_not_get(
         # The old master, restarted from its folder, rejoins as the new master's replica:
         # 200s again.
         cluster.restart(master, timeout=30)
+        wait_until(lambda: replica_online(cluster, aid), 30, interval=0.1,
+                   what="the restarted master in sync as a replica")
         carol = buy(client, aid, "carol")
         assert carol.status_code == 200, carol.get_json()
         assert (stats(client, aid)["remaining"], stats(client, aid)["sold"]) == (0, 3)
@@ -188,6 +191,10 @@ def test_replica_an_order_lost_in_the_failover_never_reaches_the_database(
         assert alice.status_code == 503, alice.get_json()
         assert status_of(client, aid, "alice") == (200, {"status": "none"})
         cluster.restart(master, timeout=30)  # a replica again: 200s again
+        # In sync first: a fresh-clone run on a slow machine bought while its first
+        # sync ran, and bob's purchase waited out the 500 ms (503 durability).
+        wait_until(lambda: replica_online(cluster, aid), 30, interval=0.1,
+                   what="the restarted master in sync as a replica")
         bob, _ = buy_when_copy_refreshed(client, aid, "bob")
         assert bob.status_code == 200, bob.get_json()
         rows = wait_until(lambda: (found := stored_orders(database_url, aid))
