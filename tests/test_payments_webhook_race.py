@@ -1,5 +1,5 @@
 """The late-payment race through ``POST /payments/webhook``: providers' payments arriving within
-±40 ms of their orders' pay_by while the expiry runs back to back, on the real gateway app,
+±300 ms of their orders' pay_by while the expiry runs back to back, on the real gateway app,
 Valkey and database. Redis decides each order once (``lua/pay.lua`` against
 ``lua/expire.lua``), and every side tells the same story: an order ends either paid (the
 provider was told ``paid``, no ``order.refund_due``) or expired (told ``refund_due``, exactly
@@ -69,7 +69,9 @@ def test_payments_racing_the_expiry_each_order_is_paid_or_refunded_never_both(
                 answers[order_id].append((response.status_code, response.get_json()))
 
         rng = random.Random(27)
-        payers = [threading.Thread(target=pay_at, args=(o, by + rng.randint(-40, 40)))
+        # ±300 ms: with ±40 all 80 payments of runs on a slow machine (PostgreSQL) came late,
+        # none straddled the deadline, and the test proved nothing about the race.
+        payers = [threading.Thread(target=pay_at, args=(o, by + rng.randint(-300, 300)))
                   for o, by in held.items()]
         runner = threading.Thread(target=expire_back_to_back)
         runner.start()
