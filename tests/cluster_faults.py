@@ -129,11 +129,16 @@ def replica_online(cluster: EmbeddedCluster, aid: str) -> bool:
     try:
         master = cluster.master_of_slot(slot_of(f"{{{aid}}}"))
         with contextlib.closing(cluster.client(master)) as conn:
-            info: Any = conn.info("replication")
+            return replica_state(conn) == "online"
     except (redis.RedisError, KeyError, OSError):
         return False
+
+
+def replica_state(conn: redis.Redis) -> str | None:
+    """The state of the master's first replica (``INFO replication``'s slave0), or None."""
+    info: Any = conn.info("replication")
     entry = info.get("slave0")
-    return entry is not None and str(entry.get("state")) == "online"
+    return None if entry is None else str(entry.get("state"))
 
 
 Sale = dict[str, tuple[dict[str, str], dict[str, str], list[StoredOrder]]]

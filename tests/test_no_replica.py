@@ -47,6 +47,7 @@ from tests.cluster_faults import (
     frozen,
     gateway_app,
     masters,
+    replica_state,
     replicas_of,
     status_of,
 )
@@ -223,10 +224,10 @@ def test_every_durable_write_is_refused_while_no_replica_and_a_first_sync_counts
                 conn.config_set("repl-diskless-sync-delay", 3600)
                 server = cluster.servers[replica]
                 server.start()
-                wait_until(lambda: _replica_state(conn) not in (None, "online"), 10,
+                wait_until(lambda: replica_state(conn) not in (None, "online"), 10,
                            what="the replica asking for its first sync")
                 unchanged_when_refused()
-                assert _replica_state(conn) != "online"
+                assert replica_state(conn) != "online"
                 released = time.monotonic()
                 conn.config_set("repl-diskless-sync-delay", 0)
             cluster.wait_healthy(30)
@@ -235,13 +236,6 @@ def test_every_durable_write_is_refused_while_no_replica_and_a_first_sync_counts
             codes = {name: r.status_code for name, r in answers.items()}
             assert codes == {"purchase": 200, "grab": 200, "pay": 200, "cancel": 200,
                              "restock": 200}, {n: r.get_json() for n, r in answers.items()}
-
-
-def _replica_state(conn: redis.Redis) -> str | None:
-    """The state of the master's first replica (``INFO replication``'s slave0), or None."""
-    info: Any = conn.info("replication")
-    entry = info.get("slave0")
-    return None if entry is None else str(entry.get("state"))
 
 
 def test_a_replica_falling_behind_mid_write_is_the_only_503_after_a_decision(
