@@ -381,3 +381,20 @@ def webhook_dispatch(environ: Mapping[str, str] | None = None) -> tuple[float, i
     env = _environ(environ)
     return (_float(env, "SECKILL_WEBHOOK_RETRY_HOURS", 24.0),
             _int(env, "SECKILL_WEBHOOK_RETENTION", 7 * 86_400, minimum=1))
+
+
+def port_slice(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
+    """``SECKILL_PORT_SLICE`` as ``n/m``: the free ports this process draws for the servers
+    it starts (Valkey, gunicorn, nginx, the exporter) are only those of slice ``n`` of ``m``
+    (:func:`seckill.ops.embedded.in_slice`), so that ``m`` runs on one machine drawing ports
+    at the same moment never draw the same one (the test suite's parallel workers set it;
+    also two drills side by side). Unset: ``(0, 1)``, every port. ConfigError unless
+    ``0 <= n < m`` and ``m`` divides 5000 (a cluster node's bus port, its port + 10000, is
+    then in its node's slice)."""
+    raw = _environ(environ).get("SECKILL_PORT_SLICE") or "0/1"
+    index, _, count = raw.partition("/")
+    if not (index.isdigit() and count.isdigit() and int(index) < int(count)
+            and 5_000 % int(count) == 0):
+        raise ConfigError(f"SECKILL_PORT_SLICE must be n/m with 0 <= n < m and m dividing "
+                          f"5000 (e.g. 1/2), got {raw!r}")
+    return int(index), int(count)

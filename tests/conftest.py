@@ -36,6 +36,21 @@ from seckill.sql import engine as db
 from seckill.store.plumbing.connection import close_client
 from seckill.web.app import create_app
 
+
+def _port_slices(workers: int) -> int:
+    """The number of port slices for ``workers`` parallel workers: the smallest divisor of
+    5000 (seckill.config.port_slice's condition) at least ``workers``."""
+    return next(n for n in range(max(workers, 1), 5_001) if 5_000 % n == 0)
+
+
+# pytest-xdist's workers (gw0, gw1...) each draw their servers' ports from a slice of their
+# own, handed to the servers and commands the tests start as the environment's
+# SECKILL_PORT_SLICE: two workers never draw the same free port between its draw and its bind.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _WORKER.startswith("gw"):
+    os.environ["SECKILL_PORT_SLICE"] = (
+        f"{int(_WORKER[2:])}/{_port_slices(int(os.environ['PYTEST_XDIST_WORKER_COUNT']))}")
+
 JWT_SECRET = "test-jwt-secret-0123456789abcdef0123456789"
 URL_KEY = "test-url-key-0123456789abcdef0123456789abcd"
 ADMIN_TOKEN = "test-admin-token-0123456789"

@@ -28,7 +28,9 @@ from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, URL_KEY, buy, iso
 
 # The console script pip installed next to this interpreter (not resolved: that leaves the venv).
 SECKILL = Path(sys.executable).parent / "seckill"
-OUR_VARS = re.compile(r"(SECKILL_|GUNICORN_|REDIS_URL$|DATABASE_URL$|PROMETHEUS_MULTIPROC_DIR$)")
+# (SECKILL_PORT_SLICE stays: a parallel worker's commands draw ports from its slice.)
+OUR_VARS = re.compile(r"(SECKILL_(?!PORT_SLICE$)|GUNICORN_|REDIS_URL$|DATABASE_URL$"
+                      r"|PROMETHEUS_MULTIPROC_DIR$)")
 
 
 def clean_environ(**extra: str) -> dict[str, str]:

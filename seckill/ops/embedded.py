@@ -23,6 +23,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from seckill.config import port_slice
 from seckill.ops import aof
 
 
@@ -39,11 +40,25 @@ def valkey_binary() -> str:
     return path
 
 
+def in_slice(port: int, index: int, count: int) -> bool:
+    """Whether ``port`` is in slice ``index`` of ``count`` (``SECKILL_PORT_SLICE``): by pairs
+    of ports (``port // 2``), as Linux hands out odd ports to ``bind(0)`` and even ones to
+    ``connect``; a cluster node's bus port (its port + 10000) is in its node's slice when
+    ``count`` divides 5000."""
+    return (port // 2) % count == index
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on ``host`` at the moment of asking."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    """A TCP port that is free on ``host`` at the moment of asking, in this process's slice
+    (``SECKILL_PORT_SLICE``: :func:`seckill.config.port_slice`)."""
+    index, count = port_slice()
+    for _ in range(100 * count):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+        if in_slice(port, index, count):
+            return port
+    raise OSError(f"the kernel gave no free port in slice {index}/{count} on {host}")
 
 
 def die_with_parent() -> None:

@@ -1,6 +1,8 @@
 """Free ports for the embedded servers: one for a single server (:func:`free_port`), a
 cluster's set (:func:`free_cluster_ports`), each node's with its cluster bus port free too, and
-one for a listener started a while after it is chosen (:func:`free_listen_port`)."""
+one for a listener started a while after it is chosen (:func:`free_listen_port`). Each draws
+only from this process's slice of the ports (``SECKILL_PORT_SLICE``, for several runs on one
+machine drawing at once: :func:`seckill.config.port_slice`)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ import socket
 from collections.abc import Collection
 from pathlib import Path
 
-from seckill.ops.embedded import free_port
+from seckill.config import port_slice
+from seckill.ops.embedded import free_port, in_slice
 
 BUS_PORT_OFFSET = 10000  # a node's cluster bus listens on its port + 10000
 
@@ -39,7 +42,7 @@ def free_cluster_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     ports: list[int] = []
     taken: set[int] = set()
     for _ in range(count * 50):
-        port = random.randrange(BUS_PORT_OFFSET, top) if top > 15000 else free_port(host)
+        port = _draw(BUS_PORT_OFFSET, top) if top > 15000 else free_port(host)
         pair = {port, port + BUS_PORT_OFFSET}
         if not pair & taken and port + BUS_PORT_OFFSET <= 65535 and all(
             bindable(host, each) for each in pair
@@ -49,6 +52,16 @@ def free_cluster_ports(count: int, host: str = "127.0.0.1") -> list[int]:
             if len(ports) == count:
                 return sorted(ports)
     raise OSError(f"found no {count} free ports with free cluster bus ports on {host}")
+
+
+def _draw(start: int, stop: int) -> int:
+    """A random port of ``start`` to ``stop`` (not included) in this process's slice."""
+    index, count = port_slice()
+    for _ in range(100 * count):
+        port = random.randrange(start, stop)
+        if in_slice(port, index, count):
+            return port
+    raise OSError(f"no port of {start}-{stop} drawn in slice {index}/{count}")
 
 
 def _ephemeral_low() -> int:
@@ -74,7 +87,7 @@ def free_listen_port(host: str = "127.0.0.1", avoid: Collection[int] = ()) -> in
     low = _ephemeral_low()
     if low - LISTEN_PORTS_FROM >= 1000:
         for _ in range(100):
-            port = random.randrange(LISTEN_PORTS_FROM, low)
+            port = _draw(LISTEN_PORTS_FROM, low)
             if port not in avoid and port not in _HANDED_OUT and bindable(host, port):
                 _HANDED_OUT.add(port)
                 return port
