@@ -41,7 +41,13 @@ from seckill.domain.people import BY_USER
 from seckill.domain.product import Product
 from seckill.domain.variants import Items, Variant, items_body, items_from_body
 from seckill.sql.order_changes import Batch, insert_rows, kind_of, update_of
-from seckill.sql.order_events import ORDER_COLUMNS, Rehearsals, order_data, sold_out_events
+from seckill.sql.order_events import (
+    ORDER_COLUMNS,
+    OrderChange,
+    Rehearsals,
+    order_data,
+    sold_out_events,
+)
 from seckill.sql.outbox import add_events
 from seckill.sql.schema import activities, ensure_schema, orders, variants
 
@@ -315,13 +321,16 @@ class OrderBook:
                             {done.activity_id: -int(done.quantity)}, at)
         return done is not None
 
-    def _write(self, conn: sa.Connection, events: list[Event], counted: dict[str, int],
-               at_ms: int, batch: bool = False) -> None:
+    def _write(self, conn: sa.Connection, events: Sequence[Event | OrderChange],
+               counted: dict[str, int], at_ms: int, batch: bool = False) -> None:
         """Write the events of a change (leaving out rehearsals'; ``batch``: a worker's, in
         one outbox row), and count the confirmed units it changed (``counted``: activity ->
         units) with their sell-outs."""
-        real = self._rehearsals.real(conn, {e.activity_id for e in events} | set(counted))
-        add_events(conn, [e for e in events if e.activity_id in real], batch=batch)
+        aids = {e.activity_id for e in events} | set(counted)
+        real = self._rehearsals.real(conn, aids)
+        if len(real) < len(aids):
+            events = [e for e in events if e.activity_id in real]
+        add_events(conn, events, batch=batch)
         self._sold_out(conn, {a: n for a, n in counted.items() if a in real}, at_ms,
                        checked=True)
 

@@ -17,17 +17,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from seckill.domain.entries import Cancel, Paid
-from seckill.domain.events import (
-    ORDER_CANCELLED,
-    ORDER_CREATED,
-    ORDER_EXPIRED,
-    ORDER_PAID,
-    Event,
-    order_event,
-    order_subject,
-)
+from seckill.domain.events import ORDER_CANCELLED, ORDER_CREATED, ORDER_EXPIRED, ORDER_PAID
 from seckill.domain.orders import CANCELLED, CONFIRMED, DUE, EXPIRED, PAID
-from seckill.sql.order_events import order_data
+from seckill.sql.order_events import OrderChange
 from seckill.sql.schema import orders
 
 
@@ -116,11 +108,12 @@ class Batch:
 
     def events(
         self, changed: Sequence[tuple[str, int, Mapping[Any, Any]]], inserted: Sequence[str]
-    ) -> tuple[list[Event], dict[str, int]]:
+    ) -> tuple[list[OrderChange], dict[str, int]]:
         """The events of a batch: the updates that changed stored rows (``changed``: kind,
         when, the row after), then each inserted row's; and the confirmed units it changed
-        per activity (for the sell-outs)."""
-        events = [order_event(kind, order_data(row), at) for kind, at, row in changed]
+        per activity (for the sell-outs). Each event holds its row (:class:`OrderChange`:
+        the outbox writes the row's values; no data dict is made per order)."""
+        events = [OrderChange(kind, row["activity_id"], row, at) for kind, at, row in changed]
         units: dict[str, int] = {}
         for _, _, row in changed:
             if row["status"] == CANCELLED:
@@ -131,11 +124,10 @@ class Batch:
         for order_id in inserted:  # hundreds a batch: kept lean
             row = values[order_id]
             aid = row["activity_id"]
-            add(Event(ORDER_CREATED, order_subject(order_id), aid,
-                      order_data(decided.get(order_id, row) if decided else row),
-                      row["created_ms"]))
+            add(OrderChange(ORDER_CREATED, aid, decided.get(order_id, row) if decided else row,
+                            row["created_ms"]))
             if folded and order_id in folded:
-                events.extend(order_event(kind, order_data(after), at)
+                events.extend(OrderChange(kind, aid, after, at)
                               for kind, at, after in folded[order_id])
             if row["status"] == CONFIRMED:
                 units[aid] = units.get(aid, 0) + int(row["quantity"])

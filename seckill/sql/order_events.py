@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
-from seckill.domain.events import ACTIVITY_SOLD_OUT, Event, activity_subject
+from seckill.domain.events import ACTIVITY_SOLD_OUT, Event, activity_subject, order_subject
 from seckill.domain.orders import CONFIRMED
 from seckill.sql.schema import activities, orders
 
@@ -34,19 +34,79 @@ def order_data(row: Mapping[Any, Any]) -> dict[str, Any]:
     """An order's event ``data`` from its row (a stored row, or one about to be inserted):
     its order status body plus ``activity``, ``user`` (the account that bought, for a
     person-limited activity) and ``quantity``."""
-    data: dict[str, Any] = {"status": row["status"], "order_id": row["order_id"]}
-    if row["amount"] is not None:
-        data["amount"] = int(row["amount"])
-    if row["payment"] is not None:
-        data["payment"] = row["payment"]
-    if row["pay_by"] is not None:
-        data["pay_by"] = int(row["pay_by"])
-    if row["items"] is not None:
-        data["items"] = json.loads(row["items"])
-    data["activity"] = row["activity_id"]
-    data["user"] = row["account"] or row["user_id"]
-    data["quantity"] = int(row["quantity"])
+    return data_of_values(row["activity_id"], order_values(row))
+
+
+_NO_OPTIONS = (None, None, None, None)
+
+
+def order_values(row: Mapping[Any, Any]) -> list[Any]:
+    """What an order's event ``data`` is made of, as a worker batch's outbox row keeps it
+    (``seckill.sql.outbox``; rows already written are read with this layout, so it only
+    ever grows at its end): ``[order_id, user, quantity, status, amount, payment, pay_by,
+    items]`` as the row holds them (``items``: its JSON text), the trailing nulls left out."""
+    values = [row["order_id"], row["account"] or row["user_id"], row["quantity"],
+              row["status"]]
+    optional = (row["amount"], row["payment"], row["pay_by"], row["items"])
+    if optional != _NO_OPTIONS:
+        values.extend(optional)
+        while values[-1] is None:
+            values.pop()
+    return values
+
+
+def data_of_values(aid: str, values: Sequence[Any]) -> dict[str, Any]:
+    """The ``data`` of an order of activity ``aid`` from its :func:`order_values`: what its
+    order status says (the optional fields only when set), then ``activity``, ``user`` and
+    ``quantity``, in this order (the keys' order is the body's)."""
+    order_id, user, quantity, status, *optional = values
+    data: dict[str, Any] = {"status": status, "order_id": order_id}
+    if optional:
+        amount, payment, pay_by, items = (*optional, None, None, None)[:4]
+        if amount is not None:
+            data["amount"] = int(amount)
+        if payment is not None:
+            data["payment"] = payment
+        if pay_by is not None:
+            data["pay_by"] = int(pay_by)
+        if items is not None:
+            data["items"] = json.loads(items)
+    data["activity"] = aid
+    data["user"] = user
+    data["quantity"] = int(quantity)
     return data
+
+
+class OrderChange(NamedTuple):
+    """An order's event as a worker batch makes it: the order's ``row`` (stored, or about to
+    be inserted; not changed afterwards) rather than its data, which is made only if the
+    event's body is (its batch's outbox row keeps the row's :func:`order_values`). Read as
+    an :class:`Event` is (``type``, ``subject``, ``activity_id``, ``data``, ``at_ms``,
+    ``dedupe``, ``body()``)."""
+
+    type: str
+    activity_id: str
+    row: Mapping[Any, Any]
+    at_ms: int
+    dedupe: None = None
+
+    @property
+    def subject(self) -> str:
+        """The order's subject."""
+        return order_subject(self.row["order_id"])
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The event's ``data`` (:func:`order_data`)."""
+        return order_data(self.row)
+
+    def event(self) -> Event:
+        """The same event as an :class:`Event`."""
+        return Event(self.type, self.subject, self.activity_id, self.data, self.at_ms)
+
+    def body(self) -> bytes:
+        """The JSON body sent (:meth:`Event.body`)."""
+        return self.event().body()
 
 
 class Rehearsals:

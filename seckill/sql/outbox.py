@@ -21,8 +21,14 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from seckill.domain import errors
-from seckill.domain.events import ORDER_REFUND_DUE, Event, order_event
-from seckill.sql.order_events import ORDER_COLUMNS, order_data
+from seckill.domain.events import ORDER_REFUND_DUE, Event, order_event, order_subject
+from seckill.sql.order_events import (
+    ORDER_COLUMNS,
+    OrderChange,
+    data_of_values,
+    order_data,
+    order_values,
+)
 from seckill.sql.schema import activities, orders, outbox, webhook_deliveries
 
 DONE = ("delivered", "failed")  # a delivery's final statuses
@@ -59,19 +65,39 @@ def event_rows(conn: sa.Connection) -> list[EventRow]:
 
 
 def batch_parts(seq: int, body: str) -> list[EventRow]:
-    """The events of the batch's row ``seq`` (its ``body``: a JSON array of ``[seq,
-    webhook-id, type, subject, activity, created_ms, data]``, the seqs null when they are
-    the ones just below and up to the row's: SQLite's), each one's body made by
-    :meth:`Event.body`, as it is for an event's own row: the same bytes whenever it is made
-    (orjson keeps the data's keys in order; its values are strings, integers, lists)."""
-    parts = orjson.loads(body)
-    first = seq - len(parts) + 1
-    return [EventRow(first + k if at_seq is None else at_seq, event_id, kind, subject, aid,
-                     Event(kind, subject, aid, data, at).body().decode(), at)
-            for k, (at_seq, event_id, kind, subject, aid, at, data) in enumerate(parts)]
+    """The events of the batch's row ``seq`` (its ``body``: :func:`_batch_body`'s, or a JSON
+    array of ``[seq, webhook-id, type, subject, activity, created_ms, data]`` as the previous
+    version wrote it, read as before), each one's body made by :meth:`Event.body`, as it is
+    for an event's own row: the same bytes whenever it is made (orjson keeps the data's keys
+    in order; its values are strings, integers, lists)."""
+    found = orjson.loads(body)
+    if isinstance(found, list):  # the previous layout
+        first = seq - len(found) + 1
+        return [EventRow(first + k if at_seq is None else at_seq, event_id, kind, subject,
+                         aid, Event(kind, subject, aid, data, at).body().decode(), at)
+                for k, (at_seq, event_id, kind, subject, aid, at, data) in enumerate(found)]
+    if found.get("v") != _LAYOUT:
+        raise ValueError(f"outbox batch row {seq}: unknown layout {found.get('v')!r}")
+    parts, stamp, noise, base = found["parts"], found["ids"], found["noise"], found["at"]
+    kinds, acts = found["kinds"], found["acts"]
+    seqs = found.get("seqs") or range(seq - len(parts) + 1, seq + 1)
+    rows = []
+    for k, part in enumerate(parts):
+        if isinstance(part, dict):
+            event = Event(part["type"], part["subject"], part["activity"], part["data"],
+                          part["at"])
+        else:
+            aid = acts[part[2]]
+            event = Event(kinds[part[0]], order_subject(part[3]), aid,
+                          data_of_values(aid, part[3:]), base + part[1])
+        rows.append(EventRow(seqs[k], stamp + noise[20 * k:20 * k + 20], event.type,
+                             event.subject, event.activity_id, event.body().decode(),
+                             event.at_ms))
+    return rows
 
 
-def add_events(conn: sa.Connection, events: Sequence[Event], *, batch: bool = False) -> None:
+def add_events(conn: sa.Connection, events: Sequence[Event | OrderChange], *,
+               batch: bool = False) -> None:
     """Write ``events`` on ``conn`` (inside the caller's transaction), in order; an event
     whose ``dedupe`` key is already in the outbox is not written again. With ``batch`` (the
     orders worker's), several events without a dedupe key go in one row (:func:`_add_batch`)."""
@@ -98,40 +124,71 @@ def add_events(conn: sa.Connection, events: Sequence[Event], *, batch: bool = Fa
     conn.execute(_insert_ignoring_duplicates(conn), rows)
 
 
-def _add_batch(conn: sa.Connection, mark: str, events: Sequence[Event]) -> None:
+def _add_batch(conn: sa.Connection, mark: str, events: Sequence[Event | OrderChange]) -> None:
     """A worker's batch: one row of type :data:`BATCH` holding every event (one row, one
     index entry, one JSON encoding for hundreds of events: a row and a body per event were
-    about a third of what the outbox cost the worker per order). Each event has its
-    webhook-id and its ``seq``, reserved here, in the batch's transaction, in the events'
-    order; the row itself takes the last seq. The fan-out (``seckill.sql.deliveries``)
-    replaces the row with the events' own rows at their seqs: an event written after the
-    batch committed has a higher seq than every one of them, whenever either is fanned out,
-    so one order's events keep their order.
+    about a third of what the outbox cost the worker per order; :func:`_batch_body`). Each
+    event has its webhook-id and its ``seq``, reserved here, in the batch's transaction, in
+    the events' order; the row itself takes the last seq. The fan-out
+    (``seckill.sql.deliveries``) replaces the row with the events' own rows at their seqs:
+    an event written after the batch committed has a higher seq than every one of them,
+    whenever either is fanned out, so one order's events keep their order.
 
     SQLite (one writer, a rowid table: a new row takes the largest seq + 1): the row takes
     the largest seq + the number of events, in the INSERT itself, and its events the seqs
-    just below (null in the body: :func:`batch_parts`). PostgreSQL: the outbox sequence's
+    just below (not in the body: :func:`batch_parts`). PostgreSQL: the outbox sequence's
     next values, in the body; the row takes the last."""
     count = len(events)
-    ids = _event_ids(count)
+    stamp, noise = _event_id_parts(count)
     marks = [mark] * len(_COLUMNS)
+    seqs: list[int] | None = None
     if conn.dialect.name == "postgresql":
-        taken = sorted(int(r[0]) for r in conn.execute(
+        seqs = sorted(int(r[0]) for r in conn.execute(
             sa.text("SELECT nextval(pg_get_serial_sequence(:table, 'seq')) "
                     "FROM generate_series(1, :count)"), {"table": outbox.name, "count": count}))
-        seqs: Sequence[int | None] = taken
-        values = [taken[-1]]
+        values = [seqs[-1]]
         top = mark
     else:
-        seqs, values = [None] * count, [count]
+        values = [count]
         top = f"(SELECT coalesce(max(seq), 0) FROM {outbox.name}) + {mark}"
-    parts = [(seq, event_id, e.type, e.subject, e.activity_id, e.at_ms, e.data)
-             for seq, event_id, e in zip(seqs, ids, events, strict=True)]
+    base = min(e.at_ms for e in events)
     conn.exec_driver_sql(
         f"INSERT INTO {outbox.name} (seq, {', '.join(_COLUMNS)}) "
         f"VALUES ({top}, {', '.join(marks)})",
-        (*values, ids[0], BATCH, BATCH, events[0].activity_id, orjson.dumps(parts).decode(),
-         min(e.at_ms for e in events), None, None))
+        (*values, stamp + noise[:20], BATCH, BATCH, events[0].activity_id,
+         _batch_body(events, stamp, noise, base, seqs), base, None, None))
+
+
+_LAYOUT = 2  # a batch row's body's "v" (the previous version's: a JSON array)
+
+
+def _batch_body(events: Sequence[Event | OrderChange], stamp: str, noise: str, base: int,
+                seqs: list[int] | None) -> str:
+    """A batch row's body: ``{"v": 2, "ids", "noise", "at", "kinds", "acts", "parts"}`` and,
+    on PostgreSQL, ``"seqs"`` (the events' own; SQLite's are the ones just below the row's).
+    The k-th event's webhook-id is ``ids`` and ``noise[20k:20k+20]``. An order's event
+    (:class:`OrderChange`, all of a worker's) is ``[kind, at - base, activity, *values]``:
+    the indexes of its type in ``kinds`` and of its activity in ``acts``, and its row's
+    :func:`order_values` (from which :func:`batch_parts` makes its data, the same as
+    :func:`order_data` does): no key repeated per order, no dict made per order here. Any
+    other event is ``{"type", "subject", "activity", "at", "data"}``."""
+    kinds: dict[str, int] = {}
+    acts: dict[str, int] = {}
+    parts: list[Any] = []
+    add = parts.append
+    for e in events:  # hundreds a batch: kept lean
+        if type(e) is OrderChange:
+            kind = kinds.setdefault(e.type, len(kinds))
+            add([kind, e.at_ms - base, acts.setdefault(e.activity_id, len(acts)),
+                 *order_values(e.row)])
+        else:
+            add({"type": e.type, "subject": e.subject, "activity": e.activity_id,
+                 "at": e.at_ms, "data": e.data})
+    found: dict[str, Any] = {"v": _LAYOUT, "ids": stamp, "noise": noise, "at": base,
+                             "kinds": list(kinds), "acts": list(acts), "parts": parts}
+    if seqs is not None:
+        found["seqs"] = seqs
+    return orjson.dumps(found).decode()
 
 
 _COLUMNS = ("event_id", "type", "subject", "activity_id", "body", "created_ms", "fanned",
@@ -199,14 +256,18 @@ def _event_id() -> str:
 
 
 def _event_ids(count: int) -> list[str]:
-    """``count`` webhook-ids (:func:`_event_id`), their randomness drawn in one call (a
-    worker's batch writes hundreds)."""
-    stamp = f"msg_{time.time_ns() // 1_000_000:012x}"
-    noise = secrets.token_hex(10 * count)
+    """``count`` webhook-ids (:func:`_event_id`), their randomness drawn in one call."""
+    stamp, noise = _event_id_parts(count)
     return [stamp + noise[i:i + 20] for i in range(0, 20 * count, 20)]
 
 
-def _row(event: Event) -> dict[str, Any]:
+def _event_id_parts(count: int) -> tuple[str, str]:
+    """What ``count`` webhook-ids are made of: the ``msg_`` and time they share, and their
+    random parts (20 hex digits each) in one string (a worker's batch keeps them so)."""
+    return f"msg_{time.time_ns() // 1_000_000:012x}", secrets.token_hex(10 * count)
+
+
+def _row(event: Event | OrderChange) -> dict[str, Any]:
     return {"event_id": _event_id(), "type": event.type, "subject": event.subject,
             "activity_id": event.activity_id, "body": event.body().decode(),
             "created_ms": event.at_ms, "fanned": None, "dedupe": event.dedupe}
