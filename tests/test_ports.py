@@ -41,3 +41,19 @@ def test_two_slices_draw_disjoint_ports(monkeypatch: pytest.MonkeyPatch) -> None
         found[index] = ({ports.free_listen_port() for _ in range(50)}
                         | set(ports.free_cluster_ports(6)) | {free_port() for _ in range(20)})
     assert not found[0] & found[1]
+
+
+def test_up_never_puts_an_instance_on_its_own_public_or_operator_port(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``seckill up`` draws its instances' ports before nginx binds the public and operator
+    ports: a CI run once gave gunicorn-1 the public port, and nginx could not bind it. Here
+    every port of the listeners' range is "taken" but four of this slice's: each draw must
+    still stay off them."""
+    monkeypatch.setenv("SECKILL_PORT_SLICE", "0/2")
+    low = ports._ephemeral_low()
+    candidates = [p for p in range(ports.LISTEN_PORTS_FROM, low) if (p // 2) % 2 == 0]
+    taken = set(candidates[4:])
+    for _ in range(20):
+        instances, exporter = ports.backend_ports(3, taken)
+        assert not (set(instances) | {exporter}) & taken
+        assert len(set(instances) | {exporter}) == 4

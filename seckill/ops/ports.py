@@ -96,3 +96,14 @@ def free_listen_port(host: str = "127.0.0.1", avoid: Collection[int] = ()) -> in
         if port not in avoid and port not in _HANDED_OUT:
             _HANDED_OUT.add(port)
             return port
+
+
+def backend_ports(count: int, taken: Collection[int]) -> tuple[list[int], int]:
+    """``seckill up``'s ports behind nginx: ``count`` gunicorn instances' and the exporter's,
+    each free, distinct, and none of ``taken`` (the public and operator ports, which nginx
+    binds only after them: free when these are drawn, one was once drawn for an instance and
+    nginx then found it in use)."""
+    ports: list[int] = []
+    for _ in range(count + 1):
+        ports.append(free_listen_port(avoid=[*taken, *ports]))
+    return ports[:-1], ports[-1]

@@ -50,7 +50,7 @@ from seckill.ops.children import (
 from seckill.ops.cluster import up_cluster
 from seckill.ops.nginx import command as nginx_command
 from seckill.ops.nginx import nginx_binary
-from seckill.ops.ports import free_listen_port
+from seckill.ops.ports import backend_ports
 from seckill.ops.supervisor import COMPONENT, ChildSpec, http_ready, log
 
 
@@ -327,9 +327,7 @@ def run(args: argparse.Namespace) -> int:
             shape = f"gunicorn directly, {args.workers} gevent worker(s)"
             where = f"  Health:    {base}/healthz    Metrics: {base}/metrics\n"
         else:
-            ports: list[int] = []
-            for _ in range(args.instances):
-                ports.append(free_listen_port(avoid=ports))
+            ports, exporter_port = backend_ports(args.instances, (args.port, args.admin_port))
             backends = [f"127.0.0.1:{port}" for port in ports]
             env["SECKILL_INSTANCES"] = ",".join(backends)
             for number, port in enumerate(ports, start=1):
@@ -337,7 +335,7 @@ def run(args: argparse.Namespace) -> int:
                                            args.workers, env, root, graceful, behind_proxy=True))
             metrics_port = None
             if access_log is not None:
-                metrics_port = free_listen_port(avoid=ports)
+                metrics_port = exporter_port
                 specs.append(exporter_spec(access_log, metrics_port, env))
             conf, run_dir = render_nginx(args, nginx_bin, data_dir, backends, metrics_port)
             specs.append(ChildSpec(
