@@ -63,10 +63,11 @@ BEFORE_COMMIT = "a710f52"
 BEFORE = "purchase-before"
 SERVER = "gateway-before"
 BEFORE_PREFIX = "bbefore"
-NAMES = (BEFORE, "purchase-variant", "purchase-user", "purchase-person")
-# measured -> baseline, as the issue states its targets
+NAMES = (BEFORE, "purchase-variant", "purchase-body", "purchase-user", "purchase-person")
+# measured -> baseline, as the issue states its targets (and purchase-body, a diagnostic)
 PAIRS = {"purchase-variant": "purchase", "purchase-person": "purchase-user",
-         "purchase": BEFORE}
+         "purchase": BEFORE, "purchase-body": "purchase"}
+DIAGNOSTICS = frozenset({"purchase-body"})  # pairs that explain a target, not targets
 CLAIM = "person"  # SECKILL_PERSON_CLAIM on both gateways (the old code reads no such name)
 VARIANTS = 5
 _PERSON_JWTS: list[str] = []
@@ -202,10 +203,12 @@ def settings(info: Before | None, names: list[str]) -> str:
             "`purchase-user` and `purchase-person` send the same tokens (each a distinct "
             "account naming a distinct person); `purchase-variant` buys one of "
             f"{VARIANTS} variants (`v0`..`v{VARIANTS - 1}`, request i buys `v<i mod "
-            f"{VARIANTS}>`), each with as much stock as the crowd. The drops workloads run "
-            "in this order in odd rounds and reversed in even rounds: "
-            "`purchase-before`, `purchase`, `purchase-variant`, `purchase-user`, "
-            "`purchase-person` (each pair adjacent, its order swapped every round).")
+            f"{VARIANTS}>`), each with as much stock as the crowd; `purchase-body` (a "
+            "diagnostic) is the single-item purchase sending the body `{\"quantity\": 1}`. "
+            "The drops workloads run in this order in odd rounds and reversed in even rounds: "
+            "`purchase-before`, `purchase`, `purchase-variant`, `purchase-body`, "
+            "`purchase-user`, `purchase-person` (each target's pair adjacent, its order "
+            "swapped every round).")
     if info is not None:
         text += (f" `purchase-before`: a second gunicorn (the same settings and environment, "
                  f"key prefix `{BEFORE_PREFIX}`, its own database, the same Valkey) started in "
@@ -244,6 +247,11 @@ def prepare(setup: Setup, workload: Workload, args: Any, tag: str) -> Prepared:
                  for i, line in enumerate(setup.purchase_lines(aid, users))]
         return Prepared(setup.write(tag, lines), users,
                         sold_check(setup, setup.gateway_keys, aid, VARIANTS))
+    if workload.name == "purchase-body":
+        aid = create_activity(setup, setup.stack.base("gateway"), {"total": users * 10})
+        lines = [f'{line}\t{{"quantity": 1}}' for line in setup.purchase_lines(aid, users)]
+        return Prepared(setup.write(tag, lines), users,
+                        sold_check(setup, setup.gateway_keys, aid))
     aid = limited_activity(setup, workload.name.removeprefix("purchase-"), users * 10)
     jwts = person_jwts(users)
     lines = [f"/seckill/{aid}/{setup.signer.sign(aid, setup.uid(i))[0]}/buy\t{jwts[i]}"

@@ -23,6 +23,9 @@ TEXT = {
     "purchase-person": "a `limit_by: person` purchase ≥ 0.95x a `limit_by: user` one",
     "purchase": "the single-item purchase no slower than before issue #26 (≥ 0.95x the same "
                 "on the old code counts as within noise)",
+    "purchase-body": "diagnostic, not a target: the single-item purchase with a request body "
+                     "`{\"quantity\": 1}` / without (what a variant's purchase pays for its "
+                     "body)",
 }
 
 

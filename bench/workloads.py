@@ -69,6 +69,10 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              "large stock", "gateway", "seed", OK),
     Workload("purchase-variant", "gateway", "POST", "`purchase` of one variant of a "
              "5-variant activity, body `{\"variant\": \"<vid>\"}`", "gateway", "purchase", OK),
+    # A diagnostic beside it: the single-item purchase with a body, the part of a variant's
+    # purchase that is not the variant's own (reading and parsing a request body).
+    Workload("purchase-body", "gateway", "POST", "`purchase` with the body `{\"quantity\": 1}` "
+             "(the single-item purchase sends none)", "gateway", "purchase", OK),
     Workload("purchase-user", "gateway", "POST", "`purchase` on a `limit_by: user` activity, "
              "tokens carrying the person claim", "baseline", None, OK),
     Workload("purchase-person", "gateway", "POST", "`purchase` on a `limit_by: person` "
