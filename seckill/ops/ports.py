@@ -32,10 +32,7 @@ def free_cluster_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     """``count`` distinct ports free on ``host``, each with its cluster bus port (+10000), none
     of them another's, all below the kernel's ephemeral range when it leaves room: then a port
     taken with :func:`free_port` (e.g. a gunicorn instance's) is never a node's not started yet."""
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 0
+    low = _ephemeral_low()
     # Node ports below 20000 and bus ports from 20000: one node's port is never another's bus
     # port (drawn from one range, they could be: that node then failed to bind).
     top = min(low - BUS_PORT_OFFSET, 2 * BUS_PORT_OFFSET)

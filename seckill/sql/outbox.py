@@ -82,7 +82,7 @@ def batch_parts(seq: int, body: str) -> list[EventRow]:
     kinds, acts = found["kinds"], found["acts"]
     seqs = found.get("seqs") or range(seq - len(parts) + 1, seq + 1)
     rows = []
-    for k, part in enumerate(parts):
+    for k, (part, event_id) in enumerate(zip(parts, _ids_of(stamp, noise), strict=True)):
         if isinstance(part, dict):
             event = Event(part["type"], part["subject"], part["activity"], part["data"],
                           part["at"])
@@ -90,7 +90,7 @@ def batch_parts(seq: int, body: str) -> list[EventRow]:
             aid = acts[part[2]]
             event = Event(kinds[part[0]], order_subject(part[3]), aid,
                           data_of_values(aid, part[3:]), base + part[1])
-        rows.append(EventRow(seqs[k], stamp + noise[20 * k:20 * k + 20], event.type,
+        rows.append(EventRow(seqs[k], event_id, event.type,
                              event.subject, event.activity_id, event.body().decode(),
                              event.at_ms))
     return rows
@@ -257,14 +257,19 @@ def _event_id() -> str:
 
 def _event_ids(count: int) -> list[str]:
     """``count`` webhook-ids (:func:`_event_id`), their randomness drawn in one call."""
-    stamp, noise = _event_id_parts(count)
-    return [stamp + noise[i:i + 20] for i in range(0, 20 * count, 20)]
+    return _ids_of(*_event_id_parts(count))
 
 
 def _event_id_parts(count: int) -> tuple[str, str]:
     """What ``count`` webhook-ids are made of: the ``msg_`` and time they share, and their
     random parts (20 hex digits each) in one string (a worker's batch keeps them so)."""
     return f"msg_{time.time_ns() // 1_000_000:012x}", secrets.token_hex(10 * count)
+
+
+def _ids_of(stamp: str, noise: str) -> list[str]:
+    """The webhook-ids :func:`_event_id_parts` makes: the shared ``stamp`` and each 20 hex
+    digits of ``noise`` (a batch row's body keeps the two, :func:`batch_parts` reads them)."""
+    return [stamp + noise[i:i + 20] for i in range(0, len(noise), 20)]
 
 
 def _row(event: Event | OrderChange) -> dict[str, Any]:
