@@ -170,12 +170,14 @@ if shards > 1 and not unlimited then
   end
 end
 
+local counted = false  -- remaining and sold already written (one variant: one HSET)
 if unlimited then
   remaining = -1
 else
   if items then
-    local refused = take_variants(items, remaining,
-      one_variant and {meta[13], meta[14], meta[15]})
+    local refused
+    refused, counted = take_variants(items, remaining, qty,
+      one_variant and {meta[13], meta[14], meta[15], meta[10]})
     if refused then
       return refused
     end
@@ -186,10 +188,15 @@ else
   if remaining + held < qty then
     return {'insufficient_stock', remaining}
   end
-  remaining = redis.call('HINCRBY', KEYS[1], 'remaining', held - qty)
+  if counted then
+    remaining = remaining - qty
+  else
+    remaining = redis.call('HINCRBY', KEYS[1], 'remaining', held - qty)
+  end
 end
 
-local order_id = record_order(uid, qty, ARGV[3], now_ms, shards, hold, account, encoded)
+local order_id = record_order(uid, qty, ARGV[3], now_ms, shards, hold, account, encoded,
+  counted)
 if hold then
   return {'ok', order_id, remaining, hold[3]}
 end

@@ -227,3 +227,23 @@ def test_a_person_buys_variants_once_whichever_account(make_app):
                     200)
     assert status["items"] == first["items"] and status["order_id"] == first["order_id"]
     assert _numbers(client, aid)["sold"] == 2
+
+
+def test_counters_that_disagree_are_refused_before_anything_is_written(client, rds, prefix):
+    """The activity's own counters say fewer units than its variant has (a torn state that
+    `seckill reconcile` repairs): the purchase is refused, and neither the variant's counters
+    nor anything else is written, for one variant and for several. The script used to take
+    the units from the variants first and refuse after, leaving them sold with no order."""
+    aid = _activity(client, per_user_limit=5, a=5, b=5)
+    meta = f"{prefix}:{{{aid}}}:meta"
+    rds.hset(meta, mapping={"total": 1, "remaining": 1, "sold": 0})  # each check alone holds
+    before = rds.hgetall(meta)
+    assert _script(rds, prefix, aid, "a:2") == ["insufficient_stock", 1]
+    assert _script(rds, prefix, aid, "a:1,b:1") == ["insufficient_stock", 1]
+    assert rds.hgetall(meta) == before
+    assert not rds.exists(f"{prefix}:{{{aid}}}:buyers", f"{prefix}:{{{aid}}}:orders",
+                          f"{prefix}:{{{aid}}}:items")
+    assert _script(rds, prefix, aid, "b:1")[0] == "ok"  # what there is still sells
+    after = rds.hgetall(meta)
+    assert (after["remaining"], after["sold"], after["v:b:remaining"], after["v:b:sold"]) == (
+        "0", "1", "4", "1")

@@ -11,13 +11,22 @@
 -- person, when `uid` is the person's key) is the account that bought: the entry names it.
 -- `items` (nil unless the activity has variants) is the order's "<vid>:<n>,..." text: the
 -- entry carries it and the items hash (KEYS[4]) keeps it under the order id, for the cancel
--- and the expiry that return each unit to its variant.
+-- and the expiry that return each unit to its variant. `counted`: the caller has added `qty`
+-- to sold already (a purchase of one variant writes all its counters in one HSET).
 
-local function record_order(uid, qty, aid, now_ms, step, hold, account, items)
-  redis.call('HINCRBY', KEYS[1], 'sold', qty)
+local function record_order(uid, qty, aid, now_ms, step, hold, account, items, counted)
+  if not counted then
+    redis.call('HINCRBY', KEYS[1], 'sold', qty)
+  end
   local seq = redis.call('HINCRBY', KEYS[1], 'seq', step)
   local order_id = string.format('%s-%013d-%06d', aid, now_ms, seq)
   redis.call('HSET', KEYS[2], uid, order_id)
+  if not hold and not account and items then  -- variants, the common way: one entry, as is
+    redis.call('HSET', KEYS[4], order_id, items)
+    redis.call('XADD', KEYS[3], '*', 'type', 'purchase', 'order_id', order_id, 'activity',
+      aid, 'user', uid, 'quantity', qty, 'ts', now_ms, 'items', items)
+    return order_id
+  end
   if not (hold or items) then  -- the common purchases, a user's or a person's: no list to build
     if account then
       redis.call('XADD', KEYS[3], '*', 'type', 'purchase', 'order_id', order_id, 'activity',

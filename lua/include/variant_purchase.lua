@@ -14,13 +14,16 @@
 -- variant_items(text) -> items, units, encoded   (items: {vid, n, vid, n, ...})
 --   or nil, nil, refusal: {"bad_quantity", ...} for a malformed list (a variant twice, a
 --   quantity of 0); the gateway has refused those already.
--- take_variants(items, remaining, read) -> nil once the units are taken from their variants, or
---   the refusal: {"unknown_variant", vid}; {"sold_out"} (the activity has no unit left);
---   {"variant_sold_out", vid, left} (that variant has fewer than asked while the activity
---   has units); {"inconsistent", "v:<vid>", total, remaining, sold} (its counters disagree).
---   All of an order's items are checked before any is taken: all or nothing. `read` (one
---   variant only; nil: read here) is that variant's {remaining, sold, total} as purchase.lua
---   read them in its HMGET of the meta hash.
+-- take_variants(items, remaining, units, read) -> nil, counted once the units are taken from
+--   their variants, or the refusal: {"unknown_variant", vid}; {"sold_out"} (the activity has
+--   no unit left); {"variant_sold_out", vid, left} (that variant has fewer than asked while
+--   the activity has units); {"inconsistent", "v:<vid>", total, remaining, sold} (its
+--   counters disagree); {"insufficient_stock", remaining} (the activity has fewer than its
+--   variants say: counters that disagree, never written into). All of an order's items are
+--   checked before anything is written: all or nothing. `read` (one variant only; nil: read
+--   here) is {that variant's remaining, sold, total, the activity's sold} as purchase.lua read
+--   them in its HMGET of the meta hash: then the activity's remaining and sold are written in
+--   the same HSET as the variant's, and `counted` is true (the caller writes neither again).
 
 local function variant_items(text, per_user_limit)
   -- One variant, the common purchase: matched whole, so the text is already canonical.
@@ -46,24 +49,27 @@ local function variant_items(text, per_user_limit)
   return items, units, table.concat(parts, ',')
 end
 
-local function take_variants(items, remaining, read)
-  if #items == 2 then  -- one variant: the same steps, without building the lists
+local function take_variants(items, remaining, units, read)
+  if #items == 2 and read then  -- one variant: the same steps, in one read and one write
     local v, n = 'v:' .. items[1] .. ':', items[2]
-    -- `read`: its remaining, sold and total, when purchase.lua read them with the meta
-    local got = read or redis.call('HMGET', KEYS[1], v .. 'remaining', v .. 'sold', v .. 'total')
-    local left, sold, total = tonumber(got[1]), tonumber(got[2]), tonumber(got[3])
-    if not got[1] then
+    local left, sold, total = tonumber(read[1]), tonumber(read[2]), tonumber(read[3])
+    if not read[1] then
       return {'unknown_variant', items[1]}
     elseif remaining == 0 then
       return {'sold_out'}
     elseif not (sold and total) or left < 0 or sold < 0 or left + sold ~= total then
-      return {'inconsistent', v, got[3] or '', got[1], got[2] or ''}
+      return {'inconsistent', v, read[3] or '', read[1], read[2] or ''}
     elseif left < n then
       return {'variant_sold_out', items[1], left}
+    elseif remaining < n then
+      return {'insufficient_stock', remaining}
     end
-    -- Both counters in one write (read above in this same script: nothing ran between)
-    redis.call('HSET', KEYS[1], v .. 'remaining', left - n, v .. 'sold', sold + n)
-    return nil
+    -- Its counters and the activity's in one write (all read by this same script, nothing
+    -- ran between): three commands fewer than an HSET and two HINCRBYs, each written to the
+    -- AOF.
+    redis.call('HSET', KEYS[1], v .. 'remaining', left - n, v .. 'sold', sold + n,
+      'remaining', remaining - n, 'sold', tonumber(read[4]) + n)
+    return nil, true
   end
   local fields = {}
   for i = 1, #items, 2 do
@@ -92,10 +98,13 @@ local function take_variants(items, remaining, read)
       return {'variant_sold_out', items[i], left}
     end
   end
+  if remaining < units then
+    return {'insufficient_stock', remaining}
+  end
   for i = 1, #items, 2 do
     local v = 'v:' .. items[i] .. ':'
     redis.call('HINCRBY', KEYS[1], v .. 'remaining', -items[i + 1])
     redis.call('HINCRBY', KEYS[1], v .. 'sold', items[i + 1])
   end
-  return nil
+  return nil, false
 end
