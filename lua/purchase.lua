@@ -170,7 +170,7 @@ if shards > 1 and not unlimited then
   end
 end
 
-local counted = false  -- remaining and sold already written (one variant: one HSET)
+local counted = false  -- remaining and sold already written (in one HSET)
 if unlimited then
   remaining = -1
 else
@@ -188,9 +188,15 @@ else
   if remaining + held < qty then
     return {'insufficient_stock', remaining}
   end
+  if not counted and shards == 1 then
+    -- Both counters in one write: read by this same script's HMGET, nothing ran between
+    -- (two HINCRBYs were two commands, each written to the AOF).
+    redis.call('HSET', KEYS[1], 'remaining', remaining - qty, 'sold', tonumber(meta[10]) + qty)
+    counted = true
+  end
   if counted then
     remaining = remaining - qty
-  else
+  else  -- a part of a sharded activity: what a claim held comes back first
     remaining = redis.call('HINCRBY', KEYS[1], 'remaining', held - qty)
   end
 end

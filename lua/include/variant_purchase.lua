@@ -65,8 +65,8 @@ local function take_variants(items, remaining, units, read)
       return {'insufficient_stock', remaining}
     end
     -- Its counters and the activity's in one write (all read by this same script, nothing
-    -- ran between): three commands fewer than an HSET and two HINCRBYs, each written to the
-    -- AOF.
+    -- ran between): one command, each written to the AOF, where there were three (an HSET
+    -- and two HINCRBYs).
     redis.call('HSET', KEYS[1], v .. 'remaining', left - n, v .. 'sold', sold + n,
       'remaining', remaining - n, 'sold', tonumber(read[4]) + n)
     return nil, true
