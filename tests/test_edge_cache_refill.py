@@ -102,7 +102,8 @@ class Flood:
         self.left = requests
         self.lock = threading.Lock()
         self.sales: list[Sale] = []
-        self.issued: list[float] = []  # when a fresh user got a purchase URL (a 200)
+        # when a fresh user asked for a purchase URL and when they got it (a 200)
+        self.issued: list[tuple[float, float]] = []
         self.hits: dict[tuple[str, str], float] = {}  # (route, error) -> last nginx answer
         self.answers: collections.Counter[tuple[str, int, str | None, bool]] = (
             collections.Counter())
@@ -131,10 +132,11 @@ class Flood:
     def _fresh(self) -> None:
         user = f"fresh-{uuid.uuid4().hex[:12]}"
         headers = bearer(user)
+        asked = time.time()
         got = self._note("url", call(self.http, "GET", self.url(), headers))
         if got.status == 200:
             with self.lock:
-                self.issued.append(time.time())
+                self.issued.append((asked, time.time()))
             self._buy(user, headers, f"{self.proxy.base}{got.body['url']}")
 
     def _ticket(self) -> None:
@@ -174,8 +176,16 @@ class Flood:
             return sorted((s for s in self.sales if s.at > moment), key=lambda s: s.at)
 
     def issued_after(self, moment: float) -> list[float]:
+        """When the URLs given after ``moment`` were received."""
         with self.lock:
-            return sorted(at for at in self.issued if at > moment)
+            return sorted(got for _, got in self.issued if got > moment)
+
+    def issued_within(self, start: float, end: float) -> list[float]:
+        """When the URLs asked for after ``start`` and received before ``end`` were received:
+        a request that straddles either moment may have been decided outside the window
+        (a 200 recorded just after nginx's first cached refusal was recorded, under load)."""
+        with self.lock:
+            return sorted(got for asked, got in self.issued if asked > start and got < end)
 
     def nginx_said(self, route: str, error: str) -> float:
         """When nginx last answered ``error`` to ``route`` from its cache (0: never)."""
@@ -264,7 +274,7 @@ def on_sale_again(flood: Flood, refused: float, returns: list[float],
       refusal of ``GET /seckill/url`` (the ticket holders alone might buy every unit).
     * ``paths``: who bought them (a ticket holder, or a fresh user)."""
     returns = sorted(returns)
-    quiet = [at for at in flood.issued_after(refused) if at < (asked or returns[0])]
+    quiet = flood.issued_within(refused, asked or returns[0])
     assert not quiet, f"purchase URLs issued while nothing was on sale: {quiet}"
     timeout = returns[-1] - time.time() + 3 * BOUND
     wait_until(lambda: len(flood.sales_after(refused)) >= len(returns), timeout,
