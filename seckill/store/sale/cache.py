@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 
 from seckill.domain import errors
-from seckill.domain.activities import Activity, is_activity_id
+from seckill.domain.activities import Activity, is_activity_id, with_remaining
 from seckill.domain.variants import Items
 from seckill.store.plumbing.connection import background_client, close_client
 from seckill.store.sale.activities import ActivityStore
@@ -103,7 +103,7 @@ class ActivityCache:
         that the sold-out state shows in this process the moment the script sees it."""
         copy = self._copies.get(aid)
         if copy is not None and copy.activity is not None and copy.activity.remaining != remaining:
-            copy.activity = dataclasses.replace(copy.activity, remaining=remaining)
+            copy.activity = with_remaining(copy.activity, remaining)
 
     def note_sold(self, aid: str, quantity: int) -> None:
         """Count a sale of ``quantity`` units off the copy (a sharded activity, whose script
@@ -111,7 +111,7 @@ class ActivityCache:
         copy = self._copies.get(aid)
         if copy is not None and copy.activity is not None and copy.activity.remaining:
             left = max(0, copy.activity.remaining - quantity)
-            copy.activity = dataclasses.replace(copy.activity, remaining=left)
+            copy.activity = with_remaining(copy.activity, left)
 
     def note_variants(self, aid: str, sold: Items = (), left: tuple[str, int] | None = None
                       ) -> None:
