@@ -1,0 +1,101 @@
+"""What one single-item purchase costs the gateway's Python, in instructions: the app's own
+thread under valgrind's callgrind, the same on every run.
+
+    valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file=/tmp/gw.%p \\
+        .venv/bin/python -m bench.gateway_cost [--purchases 500]
+    grep -m1 '^summary:' /tmp/gw.*.1-01     # the main thread's instructions, over --purchases
+
+(``bench.script_cost`` counts the Valkey side.) Starts an embedded Valkey and the gateway's
+app in this process (a SQLite database in a temp folder), creates one open activity, fetches a
+purchase URL for each buyer, sends ``--warmup`` purchases uncounted, then zeroes its own
+counters (``callgrind_control -z``), sends ``--purchases`` through the app's WSGI callable
+(environments built beforehand) and dumps them (``callgrind_control -d``): dump ``.1``, one
+file per thread with ``--separate-threads=yes``; ``-01`` is the thread that served them. The
+other threads are the background work (the blocks' follower, the sold-out board), counted
+against the run's length: under valgrind a second holds fifty times fewer purchases, so their
+share there is fifty times what it is in a real sale.
+
+Run it from another checkout (``git worktree add``, with this file copied in: it imports
+nothing of ``bench``) to count the code of another commit: the current directory comes first on
+``sys.path``, ahead of the venv's editable install.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from werkzeug.test import EnvironBuilder
+
+from edge.identity import mint_user_token
+from seckill.config import Settings
+from seckill.ops.embedded import EmbeddedValkey
+from seckill.web.app import create_app
+
+JWT_SECRET = "gateway-cost-jwt-secret-0123456789abcdef"
+ADMIN_TOKEN = "gateway-cost-admin-token-0123456789"
+
+
+def _iso(delta_seconds: float) -> str:
+    return (datetime.now(UTC) + timedelta(seconds=delta_seconds)).isoformat()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.gateway_cost", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--purchases", type=int, default=500)
+    parser.add_argument("--warmup", type=int, default=300)
+    args = parser.parse_args(argv)
+    total = args.warmup + args.purchases
+    with tempfile.TemporaryDirectory(prefix="seckill-gateway-cost-") as tmp:
+        folder = Path(tmp)
+        server = EmbeddedValkey(folder / "valkey").start()
+        try:
+            app = create_app(Settings.from_env({
+                "DATABASE_URL": f"sqlite:///{folder / 'orders.db'}",
+                "SECKILL_ENV": "production", "REDIS_URL": server.url,
+                "SECKILL_SECRET_KEY": "gateway-cost-url-key-0123456789abcdef",
+                "SECKILL_JWT_SECRET": JWT_SECRET, "SECKILL_ADMIN_TOKEN": ADMIN_TOKEN,
+                "SECKILL_KEY_PREFIX": "cost", "SECKILL_DATA_DIR": str(folder / "data"),
+                "SECKILL_USER_RATE": "1000/second", "SECKILL_ADMIN_RATE": "1000/second",
+                "SECKILL_STATUS_RATE": "1000/second"}))
+            client = app.test_client()
+            created = client.post("/admin/activities",
+                                  headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+                                  json={"id": "a0", "name": "a0", "per_user_limit": 1,
+                                        "total": total, "starts_at": _iso(-60),
+                                        "ends_at": _iso(3600)})
+            assert created.status_code == 201, created.get_json()
+            environs = []
+            for i in range(total):
+                headers = {"Authorization": f"Bearer {mint_user_token(f'u{i}', JWT_SECRET)}"}
+                got = client.get("/seckill/url?activity=a0", headers=headers)
+                assert got.status_code == 200, got.get_json()
+                environs.append(EnvironBuilder(path=got.get_json()["url"], method="POST",
+                                               headers=list(headers.items())).get_environ())
+
+            def start_response(status: str, headers: Any, exc_info: Any = None) -> Any:
+                assert status.startswith("200"), status
+                return None
+
+            for environ in environs[:args.warmup]:
+                b"".join(app(environ, start_response))
+            pid = str(os.getpid())
+            subprocess.run(["callgrind_control", "-z", pid], check=True, capture_output=True)
+            for environ in environs[args.warmup:]:
+                b"".join(app(environ, start_response))
+            subprocess.run(["callgrind_control", "-d", pid], check=True, capture_output=True)
+            app.extensions["seckill"].close()
+        finally:
+            server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
