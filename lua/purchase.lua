@@ -170,14 +170,14 @@ if shards > 1 and not unlimited then
   end
 end
 
-local counted = false  -- remaining and sold already written (in one HSET)
 if unlimited then
   remaining = -1
 else
+  local writes = nil  -- with variants: their new counters, written with the activity's
   if items then
     local refused
-    refused, counted = take_variants(items, remaining, qty,
-      one_variant and {meta[13], meta[14], meta[15], meta[10]})
+    refused, writes = take_variants(items, remaining,
+      one_variant and {meta[13], meta[14], meta[15], one_variant})
     if refused then
       return refused
     end
@@ -188,13 +188,15 @@ else
   if remaining + held < qty then
     return {'insufficient_stock', remaining}
   end
-  if not counted and shards == 1 then
-    -- Both counters in one write: read by this same script's HMGET, nothing ran between
-    -- (two HINCRBYs were two commands, each written to the AOF).
-    redis.call('HSET', KEYS[1], 'remaining', remaining - qty, 'sold', tonumber(meta[10]) + qty)
-    counted = true
-  end
-  if counted then
+  if shards == 1 then
+    -- Every counter in one write, after every check: read by this same script's HMGET,
+    -- nothing ran between (an HINCRBY per counter was a command each, each in the AOF).
+    if writes then
+      redis.call('HSET', KEYS[1], 'remaining', remaining - qty, 'sold', tonumber(meta[10]) + qty,
+        unpack(writes))
+    else
+      redis.call('HSET', KEYS[1], 'remaining', remaining - qty, 'sold', tonumber(meta[10]) + qty)
+    end
     remaining = remaining - qty
   else  -- a part of a sharded activity: what a claim held comes back first
     remaining = redis.call('HINCRBY', KEYS[1], 'remaining', held - qty)
@@ -202,7 +204,7 @@ else
 end
 
 local order_id = record_order(uid, qty, ARGV[3], now_ms, shards, hold, account, encoded,
-  counted)
+  not unlimited and shards == 1)
 if hold then
   return {'ok', order_id, remaining, hold[3]}
 end

@@ -7,6 +7,7 @@ sold-out flag per variant. Single Valkey and the cluster, through the app.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -201,6 +202,39 @@ def test_variant_refusals_come_from_the_flag_without_redis(make_app, private_val
         k: v["calls"] for k, v in before.items() if k != "cmdstat_info"}
     # Another variant still sells (through the script).
     expect(client.post(urls["late1"], headers=user_headers("late1"), json={"variant": "b"}), 200)
+    observer.close()
+
+
+def test_several_variants_are_written_in_one_command(make_app, private_valkey):
+    """A purchase of three variants writes the meta hash once, as one of a single variant
+    does: every counter, the variants' and the activity's, in the one HSET that follows every
+    check (all or nothing by construction). It costs one command more than one variant, the
+    read of its variants' counters. It used to write each variant's counters with two
+    HINCRBYs of its own, before the activity's checks."""
+    # Long intervals: no background round runs, so the server's counts are the requests'.
+    app = make_app(REDIS_URL=private_valkey.url, SECKILL_SOLD_OUT_TTL="60",
+                   SECKILL_META_TTL="60")
+    client = app.test_client()
+    aid = _activity(client, per_user_limit=3, a=5, b=5, c=5)
+    urls = {uid: expect(client.get(f"/seckill/url?activity={aid}", headers=user_headers(uid)),
+                        200)["url"] for uid in ("warm", "one", "three")}
+    observer = redis.Redis.from_url(private_valkey.url)
+
+    def calls(uid: str, body: dict[str, Any]) -> Counter[str]:
+        before = observer.info("commandstats")
+        expect(client.post(urls[uid], headers=user_headers(uid), json=body), 200)
+        after = observer.info("commandstats")
+        return Counter({k: v["calls"] - before.get(k, {"calls": 0})["calls"]
+                        for k, v in after.items() if k != "cmdstat_info"})
+
+    calls("warm", {"variant": "a"})  # the script loaded, the activity in the cache
+    one = calls("one", {"variant": "b"})
+    three = calls("three", {"items": [{"variant": v, "quantity": 1} for v in "abc"]})
+    assert three - one == Counter({"cmdstat_hmget": 1}) and one - three == Counter(), (
+        one, three)
+    assert _numbers(client, aid)["variants"] == {
+        "a": {"total": 5, "remaining": 3, "sold": 2}, "b": {"total": 5, "remaining": 3, "sold": 2},
+        "c": {"total": 5, "remaining": 4, "sold": 1}}
     observer.close()
 
 

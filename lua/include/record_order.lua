@@ -12,7 +12,7 @@
 -- `items` (nil unless the activity has variants) is the order's "<vid>:<n>,..." text: the
 -- entry carries it and the items hash (KEYS[4]) keeps it under the order id, for the cancel
 -- and the expiry that return each unit to its variant. `counted`: the caller has added `qty`
--- to sold already (a purchase of one variant writes all its counters in one HSET).
+-- to sold already (an unsharded purchase writes all its counters in one HSET).
 
 local function record_order(uid, qty, aid, now_ms, step, hold, account, items, counted)
   if not counted then

@@ -14,16 +14,16 @@
 -- variant_items(text) -> items, units, encoded   (items: {vid, n, vid, n, ...})
 --   or nil, nil, refusal: {"bad_quantity", ...} for a malformed list (a variant twice, a
 --   quantity of 0); the gateway has refused those already.
--- take_variants(items, remaining, units, read) -> nil, counted once the units are taken from
---   their variants, or the refusal: {"unknown_variant", vid}; {"sold_out"} (the activity has
---   no unit left); {"variant_sold_out", vid, left} (that variant has fewer than asked while
---   the activity has units); {"inconsistent", "v:<vid>", total, remaining, sold} (its
---   counters disagree); {"insufficient_stock", remaining} (the activity has fewer than its
---   variants say: counters that disagree, never written into). All of an order's items are
---   checked before anything is written: all or nothing. `read` (one variant only; nil: read
---   here) is {that variant's remaining, sold, total, the activity's sold} as purchase.lua read
---   them in its HMGET of the meta hash: then the activity's remaining and sold are written in
---   the same HSET as the variant's, and `counted` is true (the caller writes neither again).
+-- take_variants(items, remaining, read) -> nil, writes once every item can be taken from its
+--   variant, or the refusal: {"unknown_variant", vid}; {"sold_out"} (the activity has no unit
+--   left); {"variant_sold_out", vid, left} (that variant has fewer than asked while the
+--   activity has units); {"inconsistent", "v:<vid>", total, remaining, sold} (its counters
+--   disagree). It writes nothing: `writes` is the variants' new counters as field/value pairs,
+--   which purchase.lua writes in the same HSET as the activity's remaining and sold, after its
+--   own checks of the activity's counters (all or nothing by construction: one write, after
+--   every check). `read` (one variant only; nil: read here) is {that variant's remaining,
+--   sold, total} as purchase.lua read them in its HMGET of the meta hash, and its fields'
+--   prefix "v:<vid>:".
 
 local function variant_items(text, per_user_limit)
   -- One variant, the common purchase: matched whole, so the text is already canonical.
@@ -49,27 +49,31 @@ local function variant_items(text, per_user_limit)
   return items, units, table.concat(parts, ',')
 end
 
-local function take_variants(items, remaining, units, read)
-  if #items == 2 and read then  -- one variant: the same steps, in one read and one write
-    local v, n = 'v:' .. items[1] .. ':', items[2]
-    local left, sold, total = tonumber(read[1]), tonumber(read[2]), tonumber(read[3])
+-- One item's counters as read (strings): nil, left, sold when `n` units can be taken from it,
+-- else the refusal.
+local function check_variant(vid, n, raw_left, raw_sold, raw_total)
+  local left, sold, total = tonumber(raw_left), tonumber(raw_sold), tonumber(raw_total)
+  if not (left and sold and total) or left < 0 or sold < 0 or left + sold ~= total then
+    return {'inconsistent', 'v:' .. vid, raw_total or '', raw_left or '', raw_sold or ''}
+  elseif left < n then
+    return {'variant_sold_out', vid, left}
+  end
+  return nil, left, sold
+end
+
+local function take_variants(items, remaining, read)
+  if read then  -- one variant, its counters read in purchase.lua's HMGET: no loop, no table
+    local vid, n, v = items[1], items[2], read[4]
     if not read[1] then
-      return {'unknown_variant', items[1]}
+      return {'unknown_variant', vid}
     elseif remaining == 0 then
       return {'sold_out'}
-    elseif not (sold and total) or left < 0 or sold < 0 or left + sold ~= total then
-      return {'inconsistent', v, read[3] or '', read[1], read[2] or ''}
-    elseif left < n then
-      return {'variant_sold_out', items[1], left}
-    elseif remaining < n then
-      return {'insufficient_stock', remaining}
     end
-    -- Its counters and the activity's in one write (all read by this same script, nothing
-    -- ran between): one command, each written to the AOF, where there were three (an HSET
-    -- and two HINCRBYs).
-    redis.call('HSET', KEYS[1], v .. 'remaining', left - n, v .. 'sold', sold + n,
-      'remaining', remaining - n, 'sold', tonumber(read[4]) + n)
-    return nil, true
+    local refused, left, sold = check_variant(vid, n, read[1], read[2], read[3])
+    if refused then
+      return refused
+    end
+    return nil, {v .. 'remaining', left - n, v .. 'sold', sold + n}
   end
   local fields = {}
   for i = 1, #items, 2 do
@@ -87,24 +91,18 @@ local function take_variants(items, remaining, units, read)
   if remaining == 0 then
     return {'sold_out'}
   end
+  local writes = {}
   for i = 1, #items, 2 do
     local j = (i - 1) * 3 / 2
-    local left, sold, total = tonumber(got[j + 1]), tonumber(got[j + 2]), tonumber(got[j + 3])
-    if not (left and sold and total) or left < 0 or sold < 0 or left + sold ~= total then
-      return {'inconsistent', 'v:' .. items[i], got[j + 3] or '', got[j + 1] or '',
-        got[j + 2] or ''}
+    local refused, left, sold = check_variant(items[i], items[i + 1], got[j + 1], got[j + 2],
+      got[j + 3])
+    if refused then
+      return refused
     end
-    if left < items[i + 1] then
-      return {'variant_sold_out', items[i], left}
-    end
+    writes[#writes + 1] = fields[j + 1]
+    writes[#writes + 1] = left - items[i + 1]
+    writes[#writes + 1] = fields[j + 2]
+    writes[#writes + 1] = sold + items[i + 1]
   end
-  if remaining < units then
-    return {'insufficient_stock', remaining}
-  end
-  for i = 1, #items, 2 do
-    local v = 'v:' .. items[i] .. ':'
-    redis.call('HINCRBY', KEYS[1], v .. 'remaining', -items[i + 1])
-    redis.call('HINCRBY', KEYS[1], v .. 'sold', items[i + 1])
-  end
-  return nil, false
+  return nil, writes
 end
