@@ -73,13 +73,16 @@ local CLAIM_LEASE_MS = 10000
 local sale_kind = 'stock'
 local sale_fields = {'per_user_limit', 'remaining', 'shards', 'payment_window', 'unlimited',
   'total', 'sold', 'held', 'variants'}
--- One variant, the common purchase on an activity with variants: its counters are read in
--- the same HMGET as the activity's fields (meta[13..15], before `paused`), not in one more.
-local one_variant = nil
-if not tonumber(ARGV[2]) then
-  local vid = string.match(ARGV[2], '^([%w_-]+):[1-9]%d*$')
+-- The quantity, read once (tonumber is a strtod in Valkey's Lua). One variant, the common
+-- purchase on an activity with variants: its items are this one match (already canonical),
+-- and its counters are read in the same HMGET as the activity's fields (meta[13..15], before
+-- `paused`), not in one more.
+local qty = tonumber(ARGV[2])
+local one_variant, one_item = nil, nil
+if not qty then
+  local vid, n = string.match(ARGV[2], '^([%w_-]+):([1-9]%d*)$')
   if vid then
-    one_variant = 'v:' .. vid .. ':'
+    one_variant, one_item = 'v:' .. vid .. ':', {vid, tonumber(n)}
     sale_fields[10] = one_variant .. 'remaining'
     sale_fields[11] = one_variant .. 'sold'
     sale_fields[12] = one_variant .. 'total'
@@ -121,7 +124,6 @@ if refusal then
   return refusal
 end
 
-local qty = tonumber(ARGV[2])
 local items, encoded = nil, nil
 if meta[12] then  -- variants: the items name what is bought
   if qty then
@@ -130,9 +132,13 @@ if meta[12] then  -- variants: the items name what is bought
   if #KEYS - (#ARGV - rate_argv_offset) / 2 < 4 then
     return {'variant_keys'}
   end
-  items, qty, encoded = variant_items(ARGV[2], per_user_limit)
-  if not items then
-    return encoded
+  if one_item then
+    items, qty, encoded = one_item, one_item[2], ARGV[2]
+  else
+    items, qty, encoded = variant_items(ARGV[2], per_user_limit)
+    if not items then
+      return encoded
+    end
   end
 elseif not qty and string.find(ARGV[2], ':', 1, true) then
   return {'no_variants'}

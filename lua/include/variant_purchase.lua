@@ -13,7 +13,8 @@
 --
 -- variant_items(text) -> items, units, encoded   (items: {vid, n, vid, n, ...})
 --   or nil, nil, refusal: {"bad_quantity", ...} for a malformed list (a variant twice, a
---   quantity of 0); the gateway has refused those already.
+--   quantity of 0); the gateway has refused those already. (One variant, "<vid>:<n>", is
+--   matched at purchase.lua's top and never comes here.)
 -- take_variants(items, remaining, read) -> nil, writes once every item can be taken from its
 --   variant, or the refusal: {"unknown_variant", vid}; {"sold_out"} (the activity has no unit
 --   left); {"variant_sold_out", vid, left} (that variant has fewer than asked while the
@@ -26,11 +27,6 @@
 --   prefix "v:<vid>:".
 
 local function variant_items(text, per_user_limit)
-  -- One variant, the common purchase: matched whole, so the text is already canonical.
-  local one, n1 = string.match(text, '^([%w_-]+):([1-9]%d*)$')
-  if one then
-    return {one, tonumber(n1)}, tonumber(n1), text
-  end
   local items, units, seen, parts = {}, 0, {}, {}
   for vid, n in string.gmatch(text, '([%w_-]+):(%d+)') do
     n = tonumber(n)
