@@ -1,8 +1,8 @@
-"""What one single-item purchase costs the gateway's Python, in instructions: the app's own
-thread under valgrind's callgrind, the same on every run.
+"""What one purchase costs the gateway's Python, in instructions: the app's own thread under
+valgrind's callgrind, the same on every run.
 
     valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file=/tmp/gw.%p \\
-        .venv/bin/python -m bench.gateway_cost [--purchases 500]
+        .venv/bin/python -m bench.gateway_cost [--purchases 500] [--variants 5 | --body]
     grep -m1 '^summary:' /tmp/gw.*.1-01     # the main thread's instructions, over --purchases
 
 (``bench.script_cost`` counts the Valkey side.) Starts an embedded Valkey and the gateway's
@@ -14,6 +14,10 @@ file per thread with ``--separate-threads=yes``; ``-01`` is the thread that serv
 other threads are the background work (the blocks' follower, the sold-out board), counted
 against the run's length: under valgrind a second holds fifty times fewer purchases, so their
 share there is fifty times what it is in a real sale.
+
+A single-item purchase without a body by default; ``--body`` sends it ``{"quantity": 1}``;
+``--variants N`` buys one variant of an activity with N (request i buys ``v<i mod N>``, body
+``{"variant": ...}``), as ``bench run --scenario drops`` does.
 
 Run it from another checkout (``git worktree add``, with this file copied in: it imports
 nothing of ``bench``) to count the code of another commit: the current directory comes first on
@@ -51,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--purchases", type=int, default=500)
     parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument("--variants", type=int, default=0, help="0: a single item")
+    parser.add_argument("--body", action="store_true", help='a single item, {"quantity": 1}')
     args = parser.parse_args(argv)
     total = args.warmup + args.purchases
     with tempfile.TemporaryDirectory(prefix="seckill-gateway-cost-") as tmp:
@@ -66,19 +72,29 @@ def main(argv: list[str] | None = None) -> int:
                 "SECKILL_USER_RATE": "1000/second", "SECKILL_ADMIN_RATE": "1000/second",
                 "SECKILL_STATUS_RATE": "1000/second"}))
             client = app.test_client()
+            stock: dict[str, Any] = {"total": total}
+            if args.variants:
+                stock = {"variants": [{"id": f"v{j}", "name": f"v{j}", "total": total}
+                                      for j in range(args.variants)]}
             created = client.post("/admin/activities",
                                   headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
                                   json={"id": "a0", "name": "a0", "per_user_limit": 1,
-                                        "total": total, "starts_at": _iso(-60),
-                                        "ends_at": _iso(3600)})
+                                        "starts_at": _iso(-60), "ends_at": _iso(3600),
+                                        **stock})
             assert created.status_code == 201, created.get_json()
             environs = []
             for i in range(total):
                 headers = {"Authorization": f"Bearer {mint_user_token(f'u{i}', JWT_SECRET)}"}
                 got = client.get("/seckill/url?activity=a0", headers=headers)
                 assert got.status_code == 200, got.get_json()
+                body: Any = None
+                if args.variants:
+                    body = {"variant": f"v{i % args.variants}"}
+                elif args.body:
+                    body = {"quantity": 1}
                 environs.append(EnvironBuilder(path=got.get_json()["url"], method="POST",
-                                               headers=list(headers.items())).get_environ())
+                                               headers=list(headers.items()),
+                                               json=body).get_environ())
 
             def start_response(status: str, headers: Any, exc_info: Any = None) -> Any:
                 assert status.startswith("200"), status

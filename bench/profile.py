@@ -26,6 +26,7 @@ from types import SimpleNamespace
 
 import psutil
 
+from bench import drops
 from bench.stack import started
 from bench.workloads import WORKLOADS, Setup, prepare
 from bench.wrk import run_wrk
@@ -69,7 +70,9 @@ def summarize(raw: str) -> tuple[int, Counter[str], Counter[str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    timed = [n for n, w in WORKLOADS.items() if not w.counted and not w.big]
+    # The drops workloads but `purchase-before` (it needs a second gateway: bench run does that)
+    timed = [n for n, w in WORKLOADS.items() if not w.counted and not w.big
+             and n != drops.BEFORE]
     parser.add_argument("--workload", default="purchase", choices=timed)
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--connections", type=int, default=100)
@@ -85,16 +88,18 @@ def main(argv: list[str] | None = None) -> int:
     options = SimpleNamespace(users=max(30_000, (args.seconds + 3) * 8_000), soldout_units=10,
                               buyers=0, units=0, alt_buyers=0, alt_units=0)
     server = workload.server
-    with started(sorted({"gateway", server}), args.workers, 1000) as stack, \
+    ready = drops.prepare if args.workload in drops.NAMES else prepare
+    with started(sorted({"gateway", server}), args.workers, 1000,
+                 gateway_env=drops.gateway_env([args.workload])) as stack, \
             tempfile.TemporaryDirectory(prefix="seckill-profile-") as tmp:
         folder = Path(tmp)
         setup = Setup(stack, folder)
         setup.jwts(options.users)
         # A short warm-up, as the harness does, so imports and pools are not profiled.
-        warm = prepare(setup, workload, options, "warm")
+        warm = ready(setup, workload, options, "warm")
         run_wrk(stack.base(server), warm.requests_file, workload.method, threads=2,
                 connections=args.connections, duration=2, timeout=2)
-        prepared = prepare(setup, workload, options, "profiled")
+        prepared = ready(setup, workload, options, "profiled")
         workers = psutil.Process(stack.servers[server].process.pid).children()
         spies = []
         for worker in workers:
