@@ -58,7 +58,7 @@ local function check_variant(vid, n, raw_left, raw_sold, raw_total)
 end
 
 local function take_variants(items, remaining, read)
-  if read then  -- one variant, its counters read in purchase.lua's HMGET: no loop, no table
+  if read then  -- one variant, its counters read in purchase.lua's HMGET: no loop, no HMGET
     local vid, n, v = items[1], items[2], read[4]
     if not read[1] then
       return {'unknown_variant', vid}
