@@ -70,6 +70,7 @@
 -- crashed gateway never locks a buyer out.
 
 local CLAIM_LEASE_MS = 10000
+local NO_WRITES = {}  -- a single item's: no variant counters
 local sale_kind = 'stock'
 local sale_fields = {'per_user_limit', 'remaining', 'shards', 'payment_window', 'unlimited',
   'total', 'sold', 'held', 'variants'}
@@ -197,12 +198,8 @@ else
   if shards == 1 then
     -- Every counter in one write, after every check: read by this same script's HMGET,
     -- nothing ran between (an HINCRBY per counter was a command each, each in the AOF).
-    if writes then
-      redis.call('HSET', KEYS[1], 'remaining', remaining - qty, 'sold', tonumber(meta[10]) + qty,
-        unpack(writes))
-    else
-      redis.call('HSET', KEYS[1], 'remaining', remaining - qty, 'sold', tonumber(meta[10]) + qty)
-    end
+    redis.call('HSET', KEYS[1], 'remaining', remaining - qty, 'sold', tonumber(meta[10]) + qty,
+      unpack(writes or NO_WRITES))
     remaining = remaining - qty
   else  -- a part of a sharded activity: what a claim held comes back first
     remaining = redis.call('HINCRBY', KEYS[1], 'remaining', held - qty)
