@@ -78,6 +78,16 @@ def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+def cpu_roots(stack: Stack, server: str) -> dict[str, int]:
+    """The processes whose CPU a run of ``server``'s workload is charged (CpuMeter.spent)."""
+    roots = {}
+    if server in stack.servers:
+        roots["server"] = stack.servers[server].process.pid
+    if stack.valkey.process is not None:
+        roots["valkey"] = stack.valkey.process.pid
+    return roots
+
+
 def one_run(setup: Setup, stack: Stack, workload: Workload, round_no: int,
             args: argparse.Namespace, duration: float,
             shop: webhooks.Shop | None = None) -> Run:
@@ -100,12 +110,13 @@ def one_run(setup: Setup, stack: Stack, workload: Workload, round_no: int,
                      threads=args.threads, connections=connections, duration=bound,
                      timeout=args.timeout, counted=workload.counted, lines=prepared.lines)
     foreign = METER.foreign_cores(meter)
+    cpu = METER.spent(meter, cpu_roots(stack, workload.server))
     load1 = load_average()[0]
     time.sleep(0.3)  # requests wrk stopped waiting for finish (their Redis calls count)
     moved = delta(before, snapshot(stack.client))
     run = Run(workload=workload.name, round=round_no, connections=connections, result=result,
               foreign=foreign, load=(load0, load1), reads=moved.reads, calls=moved.calls,
-              background=moved.background)
+              background=moved.background, cpu=cpu)
     prepared.after(run)
     prepared.requests_file.unlink(missing_ok=True)
     if workload.counted and not result.complete:

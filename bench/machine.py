@@ -121,6 +121,30 @@ class CpuMeter:
     def start(self) -> tuple[int, dict[int, int], float, float]:
         return self._machine_busy(), self._descendants(), self._own(), time.monotonic()
 
+    def spent(self, started: tuple[int, dict[int, int], float, float],
+              roots: dict[str, int]) -> dict[str, float]:
+        """CPU seconds that each root (a name -> the pid of a process this one started: a
+        gunicorn master, Valkey) used since ``started``, its descendants included (a gunicorn's
+        workers), from /proc: what a run cost each server, which swings far less between
+        rounds than its requests per second (those also wait on fsync and the scheduler)."""
+        kids0 = started[1]
+        table = processes()
+        children: dict[int, list[int]] = {}
+        for pid, (parent, _) in table.items():
+            children.setdefault(parent, []).append(pid)
+        out: dict[str, float] = {}
+        for name, root in roots.items():
+            ticks, todo = 0, [root]
+            for _ in range(4096):  # bounded walk down the process tree
+                if not todo:
+                    break
+                pid = todo.pop()
+                if pid in table:
+                    ticks += table[pid][1] - kids0.get(pid, 0)
+                    todo.extend(children.get(pid, ()))
+            out[name] = ticks / self.tick
+        return out
+
     def foreign_cores(self, started: tuple[int, dict[int, int], float, float]) -> float:
         """Cores' worth of CPU that other processes used since ``started``."""
         busy0, kids0, own0, t0 = started

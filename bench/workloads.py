@@ -153,6 +153,9 @@ class Run:
     reads: int  # Redis round trips during the run
     calls: dict[str, int]  # Redis commands during the run
     background: int = 0  # of them sent by the gateway's background threads (not by requests)
+    # CPU seconds used during the run (CpuMeter.spent): "server" (the gunicorn answering it, its
+    # workers included) and "valkey"
+    cpu: dict[str, float] = field(default_factory=dict)
     checks: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     failed: bool = False  # a correctness check failed (winners != units, ...)
