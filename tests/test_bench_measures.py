@@ -1,0 +1,89 @@
+"""The benchmark's own measures: the CPU a run charges each server (``CpuMeter.spent``) and the
+drops pairs pooled over runs (``bench.pool``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.machine import CpuMeter
+from bench.pool import main as pool_main
+
+# A parent that sleeps while its child burns CPU until told to stop (its stdin closes).
+_PARENT = """
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", '''
+import sys, threading
+done = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+print("busy", flush=True)
+while not done.is_set():
+    sum(range(1000))
+'''], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+assert child.stdout.readline() == "busy\\n"
+print("ready", flush=True)
+sys.stdin.read()
+child.stdin.close()
+child.wait()
+"""
+
+
+def test_spent_charges_a_root_with_its_descendants_and_nothing_else() -> None:
+    """A busy grandchild's CPU is charged to the root that started it (a gunicorn master's
+    workers are its children), and an idle root is charged nearly nothing."""
+    meter = CpuMeter()
+    busy = subprocess.Popen([sys.executable, "-c", _PARENT], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    idle = subprocess.Popen([sys.executable, "-c", "import sys; print('ready', flush=True); "
+                             "sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        # Both past their start (a Python's start is CPU too) before the meter starts.
+        for proc in (busy, idle):
+            assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        started = meter.start()
+        # Wait on the meter itself, never on a sleep: until the child has used 0.5 s of CPU.
+        spent = meter.spent(started, {"busy": busy.pid, "idle": idle.pid})
+        for _ in range(200):
+            if spent["busy"] >= 0.5:
+                break
+            time.sleep(0.05)  # polling the condition above, at most 10 s in all
+            spent = meter.spent(started, {"busy": busy.pid, "idle": idle.pid})
+        assert spent["busy"] >= 0.5, spent
+        assert spent["idle"] <= 0.05, spent
+    finally:
+        for proc in (busy, idle):
+            assert proc.stdin is not None
+            proc.stdin.close()
+            proc.wait(timeout=30)
+            assert proc.stdout is not None
+            proc.stdout.close()
+
+
+def _run(path: Path, rates: dict[str, list[float]]) -> Path:
+    """A drops run's JSON: each workload's 200s per second, round by round (round 0 a
+    warm-up, which the pool must leave out)."""
+    runs = [{"workload": name, "round": n,
+             "result": {"seconds": 1.0, "statuses": {"200": rate}}}
+            for name, per_round in rates.items() for n, rate in enumerate(per_round)]
+    path.write_text(json.dumps({"runs": runs}))
+    return path
+
+
+def test_pool_takes_each_ratio_within_its_round_then_the_median_of_all(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    one = _run(tmp_path / "one.json", {"purchase": [1, 100, 100, 100],
+                                       "purchase-variant": [9, 90, 95, 100]})
+    # Round 3 has no baseline: it counts for neither the run nor the pool.
+    two = _run(tmp_path / "two.json", {"purchase": [1, 200, 200],
+                                       "purchase-variant": [9, 180, 240, 50]})
+    assert pool_main([str(one), str(two)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("| `purchase-variant` / `purchase` |"))
+    # one: 0.90, 0.95, 1.00 -> 0.95; two: 0.90, 1.20 -> 1.05; all five: 0.95
+    assert row == "| `purchase-variant` / `purchase` | 0.95 | 1.05 | **0.95** (5) |"
