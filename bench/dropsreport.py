@@ -103,8 +103,10 @@ def section(report: Report) -> list[str]:
         "order swapped every round), then the median of the rounds. The status is the "
         "ratio's. Beside it, the same pair in CPU: the baseline's CPU per purchase (its "
         "gunicorn, workers included, and Valkey, from /proc) over the measured one's, per "
-        "round, then the median; it reads like the ratio (0.95 = 5 % more CPU per purchase) "
-        "and does not wait on fsync or the scheduler.", "",
+        "round, then the median; it reads like the ratio (0.95 = 5 % more CPU per purchase). "
+        "It swings with the machine's speed between rounds as the req/s do: it says where a "
+        "difference goes (the last table splits it into gunicorn and Valkey), not whether it "
+        "is real.", "",
         "| target | median ratio | per round | status | CPU ratio (median) |",
         "|---|---:|---|---|---:|"]
     for t in found:

@@ -125,8 +125,9 @@ class CpuMeter:
               roots: dict[str, int]) -> dict[str, float]:
         """CPU seconds that each root (a name -> the pid of a process this one started: a
         gunicorn master, Valkey) used since ``started``, its descendants included (a gunicorn's
-        workers), from /proc: what a run cost each server, which swings far less between
-        rounds than its requests per second (those also wait on fsync and the scheduler)."""
+        workers), from /proc: what a run cost each server, and so where a difference between
+        two workloads goes. (It is no steadier than the requests per second: on a shared VM
+        the CPU's own speed changes between rounds.)"""
         kids0 = started[1]
         table = processes()
         children: dict[int, list[int]] = {}
