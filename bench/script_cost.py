@@ -14,7 +14,8 @@ entries, a hash table, where a fresh one is a listpack scanned on every purchase
 
 Workloads: ``purchase`` (a single-item purchase), ``purchase-variant`` (one variant of a
 5-variant activity, request i buys ``v<i mod 5>``), ``purchase-user`` and ``purchase-person``
-(``limit_by`` user and person, the same tokens naming a person each).
+(``limit_by`` user and person, the same tokens naming a person each); on demand,
+``purchase-variant-100`` (one variant of a 100-variant activity, the contract's most).
 
 Needs ``valgrind`` (``apt-get install valgrind``); Valkey runs about 50x slower under it, so the
 purchases are few and the answers slow, but the count is exact.
@@ -44,7 +45,8 @@ JWT_SECRET = "script-cost-jwt-secret-0123456789abcdef"
 ADMIN_TOKEN = "script-cost-admin-token-0123456789"
 CLAIM = "person"
 VARIANTS = 5
-WORKLOADS = ("purchase", "purchase-variant", "purchase-user", "purchase-person")
+WORKLOADS = ("purchase", "purchase-variant", "purchase-user", "purchase-person",
+             "purchase-variant-100")
 _TOTALS = re.compile(r"^(?:summary|totals):\s+(\d+)", re.MULTILINE)
 
 
@@ -95,10 +97,11 @@ def _prepare(client: FlaskClient, name: str, n: int) -> list[tuple[str, str, Any
     """Create the workload's activity; (url, token, body) of each of its ``n`` purchases."""
     aid = f"a{WORKLOADS.index(name)}"  # ids of one length: keys and order ids alike
     body_of: Callable[[int], Any] = lambda i: None  # noqa: E731
-    if name == "purchase-variant":
+    if name.startswith("purchase-variant"):
+        count = 100 if name.endswith("-100") else VARIANTS
         _activity(client, aid, variants=[{"id": f"v{k}", "name": f"v{k}", "total": n}
-                                         for k in range(VARIANTS)])
-        body_of = lambda i: {"variant": f"v{i % VARIANTS}"}  # noqa: E731
+                                         for k in range(count)])
+        body_of = lambda i: {"variant": f"v{i % count}"}  # noqa: E731
     elif name == "purchase-person":
         _activity(client, aid, total=n, limit_by="person")
     else:
@@ -124,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.script_cost", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--purchases", type=int, default=2000)
-    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--workloads", default=",".join(WORKLOADS[:4]))
     parser.add_argument("--warmup", type=int, default=600,
                         help="purchases sent before counting (the buyers' and items' hashes "
                         "past 512 entries, as in a crowd: hash tables, not listpacks)")
