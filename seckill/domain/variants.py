@@ -58,7 +58,7 @@ def is_variant_id(value: object) -> bool:
 # variant: some 600 on a drop of 100, a tenth of a purchase.) Keyed by the tuple's id(), with
 # the tuple itself kept beside its ids: while it is kept, no other object can take that id.
 _IDS: dict[int, tuple[Sequence[Variant], frozenset[str]]] = {}
-_MAX_IDS = 1024  # tuples remembered; past that the memo starts again (a tuple rebuilds once)
+_MAX_IDS = 256  # tuples kept (each refresh of a copy brings a new one): then it starts again
 
 
 def variant_ids(variants: Sequence[Variant]) -> frozenset[str]:
