@@ -25,13 +25,14 @@ def ok_rate(run: Run) -> float:
     return run.result.statuses.get("200", 0) / seconds if seconds > 0 else 0.0
 
 
-def cpu_ms(run: Run) -> float | None:
-    """CPU milliseconds per 200 that the run cost its gunicorn (workers included) and Valkey
-    (None: not measured, a run recorded before the meter, or no 200)."""
+def cpu_ms(run: Run, parts: tuple[str, ...] = ("server", "valkey")) -> float | None:
+    """CPU milliseconds per 200 that the run cost ``parts``: its gunicorn ("server", workers
+    included) and Valkey by default (None: not measured, a run recorded before the meter, or
+    no 200)."""
     ok = run.result.statuses.get("200", 0)
     if not ok or "server" not in run.cpu:
         return None
-    return 1000 * (run.cpu["server"] + run.cpu.get("valkey", 0.0)) / ok
+    return 1000 * sum(run.cpu.get(part, 0.0) for part in parts) / ok
 
 
 def ran(report: Report) -> bool:
@@ -150,13 +151,12 @@ def _x(value: float | None) -> str:
 
 def _cpu_split(runs: list[Run]) -> str:
     """The median CPU ms per purchase, gunicorn + Valkey (each part's median beside it)."""
-    whole = [v for v in map(cpu_ms, runs) if v is not None]
-    if not whole:
+    metered = [r for r in runs if cpu_ms(r) is not None]
+    if not metered:
         return "n/a"
-    parts = [statistics.median(1000 * r.cpu.get(part, 0.0) / r.result.statuses["200"]
-                               for r in runs if cpu_ms(r) is not None)
-             for part in ("server", "valkey")]
-    return f"{statistics.median(whole):.3f} ({parts[0]:.3f} + {parts[1]:.3f})"
+    whole, server, valkey = (statistics.median(cpu_ms(r, parts) or 0.0 for r in metered)
+                             for parts in (("server", "valkey"), ("server",), ("valkey",)))
+    return f"{whole:.3f} ({server:.3f} + {valkey:.3f})"
 
 
 def summary(report: Report) -> dict[str, Any]:
