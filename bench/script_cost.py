@@ -44,9 +44,10 @@ from seckill.web.app import create_app
 JWT_SECRET = "script-cost-jwt-secret-0123456789abcdef"
 ADMIN_TOKEN = "script-cost-admin-token-0123456789"
 CLAIM = "person"
-VARIANTS = 5
-WORKLOADS = ("purchase", "purchase-variant", "purchase-user", "purchase-person",
-             "purchase-variant-100")
+# Workloads buying one variant -> the variants of their activity
+VARIANTS = {"purchase-variant": 5, "purchase-variant-100": 100}
+DEFAULT = ("purchase", "purchase-variant", "purchase-user", "purchase-person")
+WORKLOADS = (*DEFAULT, "purchase-variant-100")  # the last on demand
 _TOTALS = re.compile(r"^(?:summary|totals):\s+(\d+)", re.MULTILINE)
 
 
@@ -97,8 +98,8 @@ def _prepare(client: FlaskClient, name: str, n: int) -> list[tuple[str, str, Any
     """Create the workload's activity; (url, token, body) of each of its ``n`` purchases."""
     aid = f"a{WORKLOADS.index(name)}"  # ids of one length: keys and order ids alike
     body_of: Callable[[int], Any] = lambda i: None  # noqa: E731
-    if name.startswith("purchase-variant"):
-        count = 100 if name.endswith("-100") else VARIANTS
+    if name in VARIANTS:
+        count = VARIANTS[name]
         _activity(client, aid, variants=[{"id": f"v{k}", "name": f"v{k}", "total": n}
                                          for k in range(count)])
         body_of = lambda i: {"variant": f"v{i % count}"}  # noqa: E731
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.script_cost", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--purchases", type=int, default=2000)
-    parser.add_argument("--workloads", default=",".join(WORKLOADS[:4]))
+    parser.add_argument("--workloads", default=",".join(DEFAULT))
     parser.add_argument("--warmup", type=int, default=600,
                         help="purchases sent before counting (the buyers' and items' hashes "
                         "past 512 entries, as in a crowd: hash tables, not listpacks)")
