@@ -39,9 +39,12 @@ FUZZER = "fuzzer@example.com"
 # Per operation and phase; SECKILL_SCHEMATHESIS_EXAMPLES=5000 for a deeper run by hand.
 MAX_EXAMPLES = int(os.environ.get("SECKILL_SCHEMATHESIS_EXAMPLES") or 200)
 STATEFUL_EXAMPLES = MAX_EXAMPLES  # scenarios of the stateful phase (each up to 10 calls)
-# schemathesis's default answers to a valid request, and to an invalid one.
+# schemathesis's default answers to a valid request, and to an invalid one. An invalid body may
+# also be over the 4 KiB every body is held to (extra properties, long arrays): 413 refuses it
+# as well as a 400 would (a fuzzed 5 KiB webhook registration was counted a wrong acceptance).
 ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
-REJECTED = ["400", "401", "403", "404", "405", "406", "409", "415", "422", "428", "429", "5xx"]
+REJECTED = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429",
+            "5xx"]
 # Seconds per phase run: a bound on a hang, not a speed claim. The first run takes 59 s on
 # CI's machine and reached 150 s (killed) on a 2.5x slower one in a fresh-clone run.
 RUN_TIMEOUT = max(600, MAX_EXAMPLES // 2)
@@ -189,12 +192,13 @@ def config(base: str, seeded: Seeded | None) -> dict[str, Any]:
         "operations": [
             # A body within every field's length (characters) can still pass the 4 KiB that
             # every body is held to (bytes, the Conventions; 2,000 characters of description
-            # are up to 12 KB of JSON): 413, which no JSON Schema can state.
-            {"include-operation-id": ["createActivity", "editActivity"],
+            # are up to 12 KB of JSON; a webhook's events have no maxItems and its url is up
+            # to 2,048): 413, which no JSON Schema can state.
+            {"include-operation-id": ["createActivity", "editActivity", "createWebhook"],
              "checks": {"positive_data_acceptance": {
                             "expected-statuses": [*ACCEPTED, "410", "413"]},
                         "negative_data_rejection": {
-                            "expected-statuses": [*REJECTED, "410", "413"]}}},
+                            "expected-statuses": [*REJECTED, "410"]}}},
             # A body the document calls valid, refused (400) for what the activity is now:
             # quantity over this activity's per_user_limit (1 for packets); a restock of
             # unlimited stock or packets, or one that takes the total past 1000000000. And a
@@ -205,7 +209,7 @@ def config(base: str, seeded: Seeded | None) -> dict[str, Any]:
              "checks": {"positive_data_acceptance": {
                             "expected-statuses": [*ACCEPTED, "410", "400", "413"]},
                         "negative_data_rejection": {
-                            "expected-statuses": [*REJECTED, "410", "413"]}}},
+                            "expected-statuses": [*REJECTED, "410"]}}},
             # The queue's calls on an activity without a queue (first_come, the seeded ones
             # but two), and a challenge where the queue needs none: 400 as the contract says.
             {"include-operation-id": ["joinQueue", "getQueueStatus", "getQueueState",
