@@ -13,6 +13,7 @@ import pytest
 
 from bench.machine import CpuMeter
 from bench.pool import main as pool_main
+from bench.pool import run_interval
 
 # A parent that sleeps while its child burns CPU until told to stop (its stdin closes).
 _PARENT = """
@@ -85,5 +86,21 @@ def test_pool_takes_each_ratio_within_its_round_then_the_median_of_all(
     assert pool_main([str(one), str(two)]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines()
                if line.startswith("| `purchase-variant` / `purchase` |"))
-    # one: 0.90, 0.95, 1.00 -> 0.95; two: 0.90, 1.20 -> 1.05; all five: 0.95
-    assert row == "| `purchase-variant` / `purchase` | 0.95 | 1.05 | **0.95** (5) |"
+    # one: 0.90, 0.95, 1.00 -> 0.95; two: 0.90, 1.20 -> 1.05; all five: 0.95. Drawn twice
+    # with replacement, the runs pool to 0.95 (one twice, or one and two) or 1.05 (two twice,
+    # a quarter of the draws): the interval's ends.
+    assert row == ("| `purchase-variant` / `purchase` | 0.95 | 1.05 | **0.95** (5) "
+                   "| 0.95-1.05 |")
+
+
+def test_the_interval_draws_runs_not_rounds() -> None:
+    steady = [[0.9] * 9 for _ in range(5)]
+    assert run_interval(steady) == (0.9, 0.9)
+    # Two runs that disagree: rounds drawn one by one would pin the median near 0.9, between
+    # them; whole runs drawn give either run's level as often as not (a quarter each way).
+    low, high = run_interval([[0.8] * 9, [1.0] * 9])
+    assert (low, high) == (0.8, 1.0)
+    # Runs without a round (the pair never ran in them) are left out, not drawn as empty.
+    assert run_interval([[0.9] * 9, []]) == (0.9, 0.9)
+    assert run_interval([[0.8, 1.2], [0.9, 1.1, 1.0]]) == run_interval([[0.8, 1.2],
+                                                                       [0.9, 1.1, 1.0]])
