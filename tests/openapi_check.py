@@ -12,9 +12,10 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from flask import Flask
 from flask.testing import FlaskClient
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
@@ -149,3 +150,18 @@ class CheckedClient(FlaskClient):
         check_response(request.method, request.path, response.status_code, response.headers,
                        response.get_data())
         return response
+
+
+def checked(app: Flask) -> Flask:
+    """``app``, its test clients checking every answer (a test module's ``app`` fixture)."""
+    app.test_client_class = CheckedClient
+    return app
+
+
+def checked_maker(make_app: Callable[..., Flask]) -> Callable[..., Flask]:
+    """``make_app``, its apps' test clients checking every answer (a ``make_app`` fixture)."""
+
+    def make(**overrides: str) -> Flask:
+        return checked(make_app(**overrides))
+
+    return make
