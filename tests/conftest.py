@@ -35,6 +35,7 @@ from seckill.ops.embedded import EmbeddedValkey
 from seckill.sql import engine as db
 from seckill.store.plumbing.connection import close_client
 from seckill.web.app import create_app
+from tests.openapi_check import CheckedClient
 
 
 def _port_slices(workers: int) -> int:
@@ -149,6 +150,8 @@ def settings(env: dict[str, str]) -> Settings:
 def app(settings: Settings) -> Iterator[Flask]:
     application = create_app(settings)
     application.config["TESTING"] = True
+    # Every answer any test gets through a test client is checked against the OpenAPI document.
+    application.test_client_class = CheckedClient
     yield application
     application.extensions["seckill"].close()
 
@@ -265,6 +268,7 @@ def make_app(env: dict[str, str]) -> Iterator[Callable[..., Flask]]:
     def make(**overrides: str) -> Flask:
         application = create_app(Settings.from_env({**env, **overrides}))
         application.config["TESTING"] = True
+        application.test_client_class = CheckedClient
         built.append(application)
         return application
 

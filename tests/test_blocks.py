@@ -11,24 +11,14 @@ import json
 import time
 from typing import Any
 
-import pytest
-from flask import Flask
 from flask.testing import FlaskClient
 
 from seckill.ops.embedded import EmbeddedValkey
 from tests.admission_helpers import join, poll, queued_activity, wait_for_start
 from tests.conftest import ADMIN, buy, create_activity, expect, user_headers
 from tests.faults import wait_until
-from tests.openapi_check import CheckedClient
 from tests.test_cli import assert_one_line_error, seckill
 from tests.test_edge_no_redis import Counts, commands_by_connection, observer  # noqa: F401
-
-
-@pytest.fixture
-def client(app: Flask) -> FlaskClient:
-    """The test client, every answer checked against the OpenAPI document."""
-    app.test_client_class = CheckedClient
-    return app.test_client()
 
 
 def block(client: FlaskClient, **body: Any) -> dict[str, Any]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +17,6 @@ from seckill.domain.activities import Activity
 from seckill.domain.clock import now_ms
 from seckill.ops.ports import free_listen_port
 from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect, iso, keys_of, user_headers
-from tests.openapi_check import checked, checked_maker
 
 # The whole contract, on one server and on a cluster (REDIS_URL naming one of its nodes).
 pytestmark = BOTH_BACKENDS
@@ -26,18 +24,6 @@ pytestmark = BOTH_BACKENDS
 PUBLIC_FIELDS = {"id", "name", "starts_at", "ends_at", "total", "remaining", "per_user_limit",
                  "state"}
 URL = re.compile(r"/seckill/(?P<aid>[A-Za-z0-9_-]+)/(?P<token>[^/]+)/buy")
-
-
-@pytest.fixture
-def app(app: Flask) -> Flask:
-    """conftest's app, whose test clients check every answer against the OpenAPI document."""
-    return checked(app)
-
-
-@pytest.fixture
-def make_app(make_app: Callable[..., Flask]) -> Callable[..., Flask]:
-    """conftest's ``make_app``, whose apps' test clients check every answer the same way."""
-    return checked_maker(make_app)
 
 
 def services(app: Flask) -> Any:

@@ -5,30 +5,15 @@ against the OpenAPI document as in tests/test_contract.py."""
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
 
 import pytest
-from flask import Flask
 
 from seckill.ops.ports import free_listen_port
 from seckill.web.errors import MAX_BODY
 from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect, user_headers
-from tests.openapi_check import checked, checked_maker
 
 # On one server and on a cluster, as the rest of the contract.
 pytestmark = BOTH_BACKENDS
-
-
-@pytest.fixture
-def app(app: Flask) -> Flask:
-    """conftest's app, whose test clients check every answer against the OpenAPI document."""
-    return checked(app)
-
-
-@pytest.fixture
-def make_app(make_app: Callable[..., Flask]) -> Callable[..., Flask]:
-    """conftest's ``make_app``, whose apps' test clients check every answer the same way."""
-    return checked_maker(make_app)
 
 
 # --- generic errors: 404, 405, 413, 500 -------------------------------------------------------

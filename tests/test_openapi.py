@@ -17,7 +17,13 @@ from edge import Route
 from seckill.web import hot
 from seckill.web.routes import OPENAPI_DOCUMENT
 from tests.conftest import expect
-from tests.openapi_check import METHODS, document
+from tests.openapi_check import (
+    METHODS,
+    ContractViolation,
+    check_response,
+    document,
+    documented_path,
+)
 
 # Flask's default static route: create_app keeps it, with no folder behind it (see below).
 FLASK_STATIC = "static"
@@ -133,3 +139,27 @@ def test_every_operation_documents_413_too_large():
     missing = [f"{method.upper()} {path}" for path, method, operation in operations()
                if operation["responses"].get("413") != {"$ref": "#/components/responses/TooLarge"}]
     assert missing == []
+
+
+def test_the_answer_checker_matches_paths_as_openapi_and_the_app_do():
+    # A concrete path before a template (OpenAPI's rule); it matched the template first and
+    # held the console's JSON state to the console files' text types.
+    assert documented_path("/admin/console/state") == "/admin/console/state"
+    assert documented_path("/admin/console/console.js") == "/admin/console/{name}"
+    # The console's vendored files hold a slash (the parameter says so); no other one may.
+    assert documented_path("/admin/console/vendor/uPlot.iife.min.js") == "/admin/console/{name}"
+    assert documented_path("/seckill/a1/x/y/buy") is None
+    # /admin/ is answered as /admin too; a doubled slash is no documented path (a 404).
+    assert documented_path("/admin") == "/admin/"
+    assert documented_path("//healthz") is None and documented_path("/admin//") is None
+
+
+def test_the_answer_checker_takes_a_nul_query_400_anywhere_and_nothing_else_undocumented():
+    bad = json.dumps({"error": "bad_request", "message": "a NUL"}).encode()
+    json_type = {"Content-Type": "application/json"}
+    check_response("GET", "/seckill/time", 400, json_type, bad, query="x=%00")
+    with pytest.raises(ContractViolation, match="not documented"):
+        check_response("GET", "/seckill/time", 400, json_type, bad, query="x=1")
+    other = json.dumps({"error": "forbidden", "message": "no"}).encode()
+    with pytest.raises(ContractViolation, match="not bad_request"):
+        check_response("GET", "/seckill/time", 400, json_type, other, query="x=%00")

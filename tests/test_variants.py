@@ -14,21 +14,12 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from flask import Flask
-from flask.testing import FlaskClient
 
 from tests.conftest import ADMIN, BOTH_BACKENDS, expect, iso, keys_of
-from tests.openapi_check import CheckedClient
 
 # The bad inputs are refused before anything is written: they run on the single server; what
 # is written and read back runs on both.
 
-
-@pytest.fixture
-def client(app: Flask) -> FlaskClient:
-    """The test client, every answer checked against the OpenAPI document."""
-    app.test_client_class = CheckedClient
-    return app.test_client()
 
 SIZES = [{"id": "40", "name": "EU 40", "total": 5}, {"id": "41", "name": "EU 41", "total": 3},
          {"id": "big_one-2", "name": "XXL", "total": 0}]

@@ -13,26 +13,15 @@ import time
 import uuid
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
-from flask import Flask
-from flask.testing import FlaskClient
 
 from seckill.store.audit.reconcile import reconcile
 from seckill.worker.expiry import Expirer
 from seckill.worker.orders import OrdersWorker
 from tests.admission_helpers import join, poll
 from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect, iso, order_status, user_headers
-from tests.openapi_check import CheckedClient
 
 pytestmark = BOTH_BACKENDS
-
-
-@pytest.fixture
-def client(app: Flask) -> FlaskClient:
-    """The test client, every answer checked against the OpenAPI document."""
-    app.test_client_class = CheckedClient
-    return app.test_client()
 
 
 def _activity(client: Any, per_user_limit: int = 3, **fields: Any) -> str:

@@ -10,24 +10,13 @@ import uuid
 from collections import Counter
 from typing import Any
 
-import pytest
 import redis
-from flask import Flask
-from flask.testing import FlaskClient
 
 from edge.identity import mint_user_token
 from seckill.store.plumbing.scripts import lua_source
 from tests.conftest import ADMIN, BOTH_BACKENDS, JWT_SECRET, buy, expect, iso, user_headers
-from tests.openapi_check import CheckedClient
 
 pytestmark = BOTH_BACKENDS
-
-
-@pytest.fixture
-def client(app: Flask) -> FlaskClient:
-    """The test client, every answer checked against the OpenAPI document."""
-    app.test_client_class = CheckedClient
-    return app.test_client()
 
 
 def _activity(client: Any, per_user_limit: int = 3, limit_by: str = "user", **sizes: int

@@ -13,24 +13,14 @@ import base64
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
-from flask import Flask
 from flask.testing import FlaskClient
 from standardwebhooks import Webhook
 
 from seckill.domain.clock import iso_from_ms, now_ms
 from tests.conftest import ADMIN, expect, user_headers
-from tests.openapi_check import CheckedClient
 from tests.webhook_rows import deliveries_of, delivery, engine_of, event
 
 SHOP = "http://10.0.0.7:8000/hooks/seckill"
-
-
-@pytest.fixture
-def client(app: Flask) -> FlaskClient:
-    """The test client, every answer checked against the OpenAPI document."""
-    app.test_client_class = CheckedClient
-    return app.test_client()
 
 
 def register(client: FlaskClient, **body: Any) -> dict[str, Any]:
