@@ -97,6 +97,18 @@ def test_a_queue_hands_out_urls_only_through_the_queue(client: FlaskClient) -> N
     assert (closed["state"], closed["remaining"]) == ("sold_out", 0)
 
 
+@pytest.mark.parametrize("body", [b"null", b"[]", b'"x"', b"1", b'{"altcha": null}'])
+def test_a_join_body_that_is_not_an_object_is_400_and_joins_nothing(client: FlaskClient,
+                                                                     body: bytes) -> None:
+    # The contract's body is {} or {"altcha": ...}, or none; a fuzzed `null` was admitted.
+    aid = queued_activity(client, total=1, starts_in=60)["id"]
+    headers = {**user_headers("ann"), "Content-Type": "application/json"}
+    expect(client.post(f"/seckill/{aid}/queue", data=body, headers=headers), 400,
+           "bad_request")
+    assert poll(client, aid, "ann")["status"] == "none"
+    expect(client.post(f"/seckill/{aid}/queue", data=b"", headers=headers), 200)
+
+
 def test_a_first_come_activity_has_no_queue(client: FlaskClient, make_activity: Any) -> None:
     aid = make_activity()["id"]
     expect(join(client, aid, "ann"), 400, "bad_request")

@@ -205,9 +205,7 @@ class HotRoutes:
         # The queue's places are buyers': on a person-limited activity, one per person.
         who = buyer(activity, uid, passage.person)
         if method == "POST":
-            body = json_body(read_body(environ), allow_empty=True)
-            if body is None:
-                body = {}
+            body = json_body(read_body(environ), allow_empty=True)  # no body: {}; null: 400
             if not isinstance(body, dict) or set(body) - {"altcha"}:
                 raise errors.BadRequest('the body must be {} or {"altcha": "<solution>"}')
             if "altcha" in body and (not isinstance(body["altcha"], str)
