@@ -146,12 +146,17 @@ def settings(env: dict[str, str]) -> Settings:
     return Settings.from_env(env)
 
 
-@pytest.fixture
-def app(settings: Settings) -> Iterator[Flask]:
+def _test_app(settings: Settings) -> Flask:
+    """An app on ``settings`` for tests: TESTING on, its test clients checking every answer."""
     application = create_app(settings)
     application.config["TESTING"] = True
-    # Every answer any test gets through a test client is checked against the OpenAPI document.
     application.test_client_class = CheckedClient
+    return application
+
+
+@pytest.fixture
+def app(settings: Settings) -> Iterator[Flask]:
+    application = _test_app(settings)
     yield application
     application.extensions["seckill"].close()
 
@@ -266,9 +271,7 @@ def make_app(env: dict[str, str]) -> Iterator[Callable[..., Flask]]:
     built: list[Flask] = []
 
     def make(**overrides: str) -> Flask:
-        application = create_app(Settings.from_env({**env, **overrides}))
-        application.config["TESTING"] = True
-        application.test_client_class = CheckedClient
+        application = _test_app(Settings.from_env({**env, **overrides}))
         built.append(application)
         return application
 

@@ -113,10 +113,15 @@ def documented_path(path: str) -> str | None:
     return None
 
 
-def _check_error(body: Any, status: int, what: str) -> None:
-    expected = UNDOCUMENTED.get(status)
+def _check_error(raw: bytes, content_type: str, status: int, what: str,
+                 expected: str | None) -> None:
+    """An answer no operation lists: JSON, the contract's error object with ``expected``'s code
+    (None: nothing allows this status here)."""
+    if content_type != "application/json":
+        raise ContractViolation(f"{what}: Content-Type {content_type!r}, not JSON")
     if expected is None:
         raise ContractViolation(f"{what}: status {status} is not documented")
+    body = json.loads(raw)
     _validate(body, ("components", "schemas", "Error"), what)
     if body["error"] != expected:
         raise ContractViolation(f"{what}: expected error {expected!r}, got {body['error']!r}")
@@ -133,11 +138,7 @@ def check_response(method: str, path: str, status: int, headers: Mapping[str, st
         # Any path, documented or not: a query holding a NUL is 400 bad_request before
         # routing (the document's description).
         if method != "head":
-            if content_type != "application/json":
-                raise ContractViolation(f"{what}: Content-Type {content_type!r}, not JSON")
-            _validate(json.loads(raw), ("components", "schemas", "Error"), what)
-            if json.loads(raw)["error"] != "bad_request":
-                raise ContractViolation(f"{what}: a NUL in the query, not bad_request")
+            _check_error(raw, content_type, status, what, "bad_request")
         return
     head = method == "head"
     if head:
@@ -146,9 +147,7 @@ def check_response(method: str, path: str, status: int, headers: Mapping[str, st
     operation = None if template is None else document()["paths"][template].get(method)
     if operation is None:
         if not head:
-            if content_type != "application/json":
-                raise ContractViolation(f"{what}: Content-Type {content_type!r}, not JSON")
-            _check_error(json.loads(raw), status, what)
+            _check_error(raw, content_type, status, what, UNDOCUMENTED.get(status))
         if status == 405 and not headers.get("Allow"):
             raise ContractViolation(f"{what}: a 405 without an Allow header")
         return
