@@ -91,7 +91,7 @@ class PurchaseUrls(Filter):
     """The signed-URL filter: the token in the path must be this user's, for this activity.
 
     A queue or draw activity's URLs are issued only with an admission and expire with it
-    (``expires_at`` is the admission's end, rounded down): they get no clock-skew grace, or a
+    (``expires_at`` is the admission's end, a whole second): they get no clock-skew grace, or a
     lapsed admission would still buy for that long, taking the unit of the user admitted in
     its place. The admission's end is on Redis's clock and this check on the gateway's: the
     deployment keeps them in step (NTP), as it does for the sale window."""

@@ -29,6 +29,12 @@ def wait_for_start(activity: dict[str, Any], margin: float = 0.05) -> None:
     time.sleep(max(0.0, (activity["starts_ms"] - time.time() * 1000) / 1000 + margin))
 
 
+def wait_past(expires_at: float, margin: float = 0.05) -> None:
+    """Sleep until an admission's ``expires_at`` (epoch seconds) has passed (on this machine's
+    clock, which Redis's shares)."""
+    time.sleep(max(0.0, expires_at - time.time() + margin))
+
+
 def join(client: FlaskClient, aid: str, uid: str, body: Any = None) -> Any:
     """``POST /seckill/<aid>/queue`` for ``uid``; the response."""
     return client.post(f"/seckill/{aid}/queue", json={} if body is None else body,

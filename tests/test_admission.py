@@ -23,6 +23,7 @@ from tests.admission_helpers import (
     spearman,
     state,
     wait_for_start,
+    wait_past,
 )
 from tests.conftest import ADMIN, BOTH_BACKENDS, expect, iso, user_headers
 
@@ -201,7 +202,7 @@ def test_an_unused_admission_lapses_and_the_next_user_is_admitted(make_app: Any)
     first = next(uid for uid in ("a", "b") if poll(client, aid, uid)["status"] == "admitted")
     second = "b" if first == "a" else "a"
     assert poll(client, aid, second)["status"] == "waiting"
-    time.sleep(1.1)
+    wait_past(poll(client, aid, first)["expires_at"])
     assert poll(client, aid, second)["status"] == "admitted"
     lapsed = poll(client, aid, first)
     assert (lapsed["status"], lapsed.get("lapsed")) == ("none", True)
@@ -228,7 +229,7 @@ def test_the_draw_is_the_one_its_seed_gives_and_its_waiting_list_follows_lapses(
     for place, uid in enumerate(drawn[3:], start=1):
         assert (statuses[uid]["status"], statuses[uid]["position"]) == ("not_drawn", place)
     expect(buy_admitted(client, aid, drawn[0]), 200)  # one winner buys, two let it lapse
-    time.sleep(1.1)
+    wait_past(max(statuses[uid]["expires_at"] for uid in drawn[1:3]))
     after = {uid: poll(client, aid, uid)["status"] for uid in drawn}
     assert after[drawn[0]] == "purchased"
     assert [after[uid] for uid in drawn[3:5]] == ["admitted", "admitted"]

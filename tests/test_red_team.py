@@ -142,16 +142,41 @@ def test_a_lapsed_admission_cannot_buy_in_the_clock_skew_grace(make_app: Any) ->
     assert bought["status"] == "ok"
 
 
-def test_an_admission_url_never_outlives_the_admission(make_app: Any) -> None:
+def test_an_admission_url_never_outlives_the_admission(make_app: Any, rds: Any) -> None:
     app: Flask = make_app(SECKILL_URL_TTL="3")
     client = app.test_client()
     activity = queued_activity(client, total=1, starts_in=0.3)
     expect(join(client, activity["id"], "ann"), 200)
     wait_for_start(activity)
+    asked = time.time()
     admitted = poll(client, activity["id"], "ann")
     assert admitted["status"] == "admitted"
     token_expiry = int(admitted["url"].split("/")[3].split(".")[0])
-    assert token_expiry == admitted["expires_at"] <= time.time() + 3
+    ends_ms = rds.zscore(app.extensions["seckill"].keys.admitted(activity["id"]), "ann")
+    assert token_expiry * 1000 == ends_ms == admitted["expires_at"] * 1000  # ends together
+    assert asked + 3 <= token_expiry <= time.time() + 3 + 1  # the TTL, up to a whole second
+
+
+def test_an_admission_given_late_in_a_second_still_lasts_the_whole_ttl(make_app: Any) -> None:
+    """The URL counts whole seconds. An admission that ended TTL after a moment late in a
+    second, its URL rounded down, left the buyer as little as a few ms of a 1 s TTL (CI's red
+    run: a winner's URL had expired before the purchase). It ends on a whole second, at least
+    TTL after it was given."""
+    app: Flask = make_app(SECKILL_URL_TTL="1")
+    client = app.test_client()
+    activity = queued_activity(client, total=1, starts_in=0.3)
+    expect(join(client, activity["id"], "ann"), 200)
+    wait_for_start(activity)
+    deadline = time.monotonic() + 3
+    while time.time() % 1 < 0.85:  # the first poll of the sale admits: late in a second
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    asked = time.time()
+    admitted = poll(client, activity["id"], "ann")
+    assert admitted["status"] == "admitted", admitted
+    assert asked + 1 <= admitted["expires_at"] <= time.time() + 2, (asked, admitted)
+    bought = expect(client.post(admitted["url"], headers=user_headers("ann")), 200)
+    assert bought["status"] == "ok"
 
 
 # -- 4. slashes -----------------------------------------------------------------------------

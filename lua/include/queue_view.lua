@@ -65,10 +65,14 @@ local function admit(ttl_ms)
   end
   local front = redis.call('ZPOPMIN', KEYS[3], room)
   local admitted = 0
+  -- Ends on a whole second, at least ttl_ms from now: the purchase URL, which counts whole
+  -- seconds and never outlives the admission, then lasts all of it (rounded down instead, a
+  -- 1 s admission given at .95 left its buyer 50 ms).
+  local ends = math.ceil((now_ms + ttl_ms) / 1000) * 1000
   for i = 1, #front, 2 do
     local user = front[i]
     if redis.call('HEXISTS', KEYS[2], user) == 0 then
-      redis.call('ZADD', KEYS[4], now_ms + ttl_ms, user)
+      redis.call('ZADD', KEYS[4], ends, user)
       admitted = admitted + 1
     end
   end
