@@ -28,7 +28,8 @@ Scenarios (``--scenario`` may be repeated; ``all`` is every one):
   the sold-out flood and purchases against the uncached front, an open sale through nginx;
 * ``drops``: issue #26 (``bench.drops``): a purchase of one variant against a single-item
   purchase, ``limit_by: person`` against ``limit_by: user``, and the single-item purchase
-  against the same on a second gateway serving the code before the issue (a git worktree);
+  against the same on the code before the issue (a git worktree), each on a gunicorn of its
+  own;
 * ``webhooks``: issue #27 (``bench.webhooks``): purchases while the webhooks' dispatcher
   delivers every event to one endpoint (a local receiver) against purchases without any
   endpoint, the real orders worker running throughout.
@@ -192,13 +193,16 @@ def execute(args: argparse.Namespace, names: list[str], with_memory: bool,
             tempfile.TemporaryDirectory(prefix="seckill-bench-files-") as tmp, \
             edge.fronts(stack, Path(tmp), names) as fronts, \
             drops.before_gateway(stack, names, args, gateway_env) as before, \
+            drops.alone_gateway(stack, names, args, gateway_env) as alone, \
             webhooks.shop(stack, names, args) as shop:
-        more = fronts + ([drops.SERVER] if before else [])
+        more = (fronts + ([drops.SERVER] if before else [])
+                + ([drops.ALONE_SERVER] if alone else []))
         say(f"servers up: {', '.join(f'{s} {stack.base(s)}' for s in servers + more) or 'none'}"
             f"; Valkey {stack.valkey.url}")
         setup = Setup(stack, Path(tmp))
         needs_users = [w for w in workloads
-                       if w.server in ("gateway", "hello", drops.SERVER, *edge.FRONTS)]
+                       if w.server in ("gateway", "hello", drops.SERVER, drops.ALONE_SERVER,
+                                       *edge.FRONTS)]
         if needs_users:
             sales = {"open-sale", "open-sale-nginx"} & set(names)
             count = max(args.users, args.buyers if sales else 0)

@@ -7,9 +7,17 @@ per person and the issue as a whole cost a purchase, three pairs in one run.
 * ``purchase-person`` against ``purchase-user`` on the same gateway: ``"limit_by": "person"``
   against ``"limit_by": "user"``, the same tokens in both (each a distinct account carrying a
   distinct person in the ``SECKILL_PERSON_CLAIM`` claim), so only the limit differs (≥ 0.95x);
-* ``purchase`` against ``purchase-before``: the single-item purchase today against the same on
-  a second gateway serving the code before the issue, from a git worktree of
-  ``--before-commit`` (no slower: ≥ 0.95x is within noise).
+* ``purchase-alone`` against ``purchase-before``: the single-item purchase today against the
+  same on the code before the issue (a git worktree of ``--before-commit``), each on a
+  gunicorn of its own that serves nothing else (no slower: ≥ 0.95x is within noise).
+
+Why ``purchase-alone`` and not ``purchase``: the gateway that serves ``purchase`` also serves
+the four other workloads, round after round, and a process's history costs it. An A/A run (the
+"before" gateway serving today's code, ``--before-commit HEAD``, Intel Xeon, 9 rounds) gave
+``purchase`` / ``purchase-before`` 0.87x, its gunicorn 17 % more CPU per purchase, on the
+same code. ``purchase-alone`` is today's code in a third gunicorn, from this checkout, started
+and used as the "before" one is: the pair differs in the code only. ``purchase`` /
+``purchase-alone`` (a diagnostic) is what the history costs.
 
 Why a scenario of ``bench run`` and not a module of its own: the harness already has what the
 three pairs need (Valkey, the gateway, the tokens and signed URLs, wrk, the Redis and CPU
@@ -63,7 +71,10 @@ BEFORE_COMMIT = "a710f52"
 BEFORE = "purchase-before"
 SERVER = "gateway-before"
 BEFORE_PREFIX = "bbefore"
-NAMES = (BEFORE, "purchase-variant", "purchase-body", "purchase-user", "purchase-person")
+ALONE = "purchase-alone"  # today's code on a gunicorn that serves nothing else
+ALONE_SERVER = "gateway-alone"
+ALONE_PREFIX = "balone"
+NAMES = (BEFORE, ALONE, "purchase-variant", "purchase-body", "purchase-user", "purchase-person")
 
 
 @dataclass(frozen=True)
@@ -76,15 +87,25 @@ class Pair:
     diagnostic: bool = False  # explains a target; not one itself
 
 
-# The issue's three targets, then the diagnostics, which explain the variant pair: what a
-# request body costs, and what a variant costs beyond a single item sent with a body.
+# The issue's three targets, then the diagnostics, which explain them: what a process's
+# history costs the single-item pair; what a request body costs, and what a variant costs
+# beyond a single item sent with a body.
 PAIRS = (
     Pair("purchase-variant", "purchase",
          "a purchase of one variant ≥ 0.95x a single-item purchase, same gateway"),
     Pair("purchase-person", "purchase-user",
          "a `limit_by: person` purchase ≥ 0.95x a `limit_by: user` one"),
-    Pair("purchase", BEFORE, "the single-item purchase no slower than before issue #26 (≥ "
-                             "0.95x the same on the old code counts as within noise)"),
+    Pair(ALONE, BEFORE, "the single-item purchase no slower than before issue #26, each on a "
+                        "gunicorn that serves nothing else (≥ 0.95x the same on the old code "
+                        "counts as within noise)"),
+    Pair("purchase", ALONE,
+         "diagnostic: the single-item purchase on the gateway that serves every workload / on "
+         "one that serves only it, the same code (what the process's history costs)",
+         diagnostic=True),
+    Pair("purchase", BEFORE,
+         "diagnostic: the single-item purchase on the gateway that serves every workload / "
+         "before issue #26 (the target's measure until stop 35: the code and the history)",
+         diagnostic=True),
     Pair("purchase-body", "purchase",
          "diagnostic: the single-item purchase with a request body `{\"quantity\": 1}` / "
          "without (what a variant's purchase pays for its body)", diagnostic=True),
@@ -201,11 +222,7 @@ def before_gateway(stack: Stack, names: list[str], args: Any,
         _git("worktree", "add", "--detach", str(tree), commit)
         try:
             folder = Path(tmp) / "run"
-            (folder / "data").mkdir(parents=True)
-            env = server_env(stack.valkey.url, folder, "gateway", args.workers,
-                             args.worker_connections)
-            env.update(env_extra)
-            env["SECKILL_KEY_PREFIX"] = BEFORE_PREFIX
+            env = _side_env(stack, folder, args, env_extra, BEFORE_PREFIX)
             info.imported = imported_from(tree, env)
             with contextlib.ExitStack() as stop:
                 stack.servers[SERVER] = start_gunicorn(stop, SERVER, env, folder,
@@ -219,6 +236,36 @@ def before_gateway(stack: Stack, names: list[str], args: Any,
             _git("worktree", "remove", "--force", str(tree))
 
 
+def _side_env(stack: Stack, folder: Path, args: Any, env_extra: dict[str, str],
+              prefix: str) -> dict[str, str]:
+    """A side gateway's environment: today's gateway's, with its own key prefix, database
+    and metrics folder (in ``folder``)."""
+    (folder / "data").mkdir(parents=True)
+    env = server_env(stack.valkey.url, folder, "gateway", args.workers, args.worker_connections)
+    env.update(env_extra)
+    env["SECKILL_KEY_PREFIX"] = prefix
+    return env
+
+
+@contextlib.contextmanager
+def alone_gateway(stack: Stack, names: list[str], args: Any,
+                  env_extra: dict[str, str]) -> Iterator[bool]:
+    """Today's code in a gunicorn of its own (``gateway-alone``, from this checkout) when
+    ``purchase-alone`` runs, up until the block ends; whether it runs."""
+    if ALONE not in names:
+        yield False
+        return
+    with tempfile.TemporaryDirectory(prefix="seckill-bench-alone-") as tmp, \
+            contextlib.ExitStack() as stop:
+        env = _side_env(stack, Path(tmp), args, env_extra, ALONE_PREFIX)
+        stack.servers[ALONE_SERVER] = start_gunicorn(stop, ALONE_SERVER, env, Path(tmp),
+                                                     app="wsgi:app")
+        try:
+            yield True
+        finally:
+            stack.servers.pop(ALONE_SERVER, None)  # stopped next: no longer the stack's
+
+
 def settings(info: Before | None, names: list[str]) -> str:
     """The report's paragraph on the scenario's set-up, empty when it did not run."""
     if not chosen(names):
@@ -230,9 +277,14 @@ def settings(info: Before | None, names: list[str]) -> str:
             f"{VARIANTS}>`), each with as much stock as the crowd; `purchase-body` (a "
             "diagnostic) is the single-item purchase sending the body `{\"quantity\": 1}`. "
             "The drops workloads run in this order in odd rounds and reversed in even rounds: "
-            "`purchase-before`, `purchase`, `purchase-variant`, `purchase-body`, "
-            "`purchase-user`, `purchase-person` (each target's pair adjacent, its order "
-            "swapped every round).")
+            "`purchase-before`, `purchase-alone`, `purchase`, `purchase-variant`, "
+            "`purchase-body`, `purchase-user`, `purchase-person` (each target's pair adjacent, "
+            "its order swapped every round).")
+    if ALONE in names:
+        text += (" `purchase-alone`: a third gunicorn serving this checkout's code (the same "
+                 f"settings and environment, key prefix `{ALONE_PREFIX}`, its own database, "
+                 "the same Valkey) that serves nothing else, as the \"before\" one does: the "
+                 "single-item target compares the two, so that only the code differs.")
     if info is not None:
         text += (f" `purchase-before`: a second gunicorn (the same settings and environment, "
                  f"key prefix `{BEFORE_PREFIX}`, its own database, the same Valkey) started in "
@@ -259,10 +311,12 @@ def in_order(chosen_workloads: list[Workload], round_no: int) -> list[Workload]:
 def prepare(setup: Setup, workload: Workload, args: Any, tag: str) -> Prepared:
     """The activity, the request file and the checks of one drops run."""
     users = args.users
-    if workload.name == BEFORE:
-        aid = create_activity(setup, setup.stack.base(SERVER), {"total": users * 10})
+    if workload.name in (BEFORE, ALONE):
+        server, prefix = (SERVER, BEFORE_PREFIX) if workload.name == BEFORE else (
+            ALONE_SERVER, ALONE_PREFIX)
+        aid = create_activity(setup, setup.stack.base(server), {"total": users * 10})
         return Prepared(setup.write(tag, setup.purchase_lines(aid, users)), users,
-                        sold_check(setup, KeySpace(BEFORE_PREFIX), aid))
+                        sold_check(setup, KeySpace(prefix), aid))
     if workload.name == "purchase-variant":
         variants = [{"id": f"v{k}", "name": f"EU {40 + k}", "total": users * 2}
                     for k in range(VARIANTS)]
@@ -317,6 +371,6 @@ def sold_check(setup: Setup, keys: KeySpace, aid: str, variants: int = 0
 
 
 def problems(stack: Stack) -> dict[str, list[str]]:
-    """The before gateway's error lines, while it is up."""
-    server = stack.servers.get(SERVER)
-    return {SERVER: server_problems(server.log_file)} if server else {}
+    """The side gateways' error lines, while they are up."""
+    return {name: server_problems(stack.servers[name].log_file)
+            for name in (SERVER, ALONE_SERVER) if name in stack.servers}

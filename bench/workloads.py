@@ -64,6 +64,9 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     # gunicorn from a git worktree, then beside `purchase` (each pair adjacent in ORDER).
     Workload("purchase-before", "gateway-before", "POST", "`purchase` on a gateway serving "
              "the code before issue #26 (a git worktree)", "baseline", None, OK),
+    Workload("purchase-alone", "gateway-alone", "POST", "`purchase` on a gateway of its own "
+             "serving today's code and nothing else (as `purchase-before`'s does)", "baseline",
+             None, OK),
     Workload("purchase", "gateway", "POST", "`POST /seckill/<aid>/<token>/buy`: JWT, window, "
              "sold-out flag, signed URL, per-user limit, script + WAITAOF; distinct users, "
              "large stock", "gateway", "seed", OK),

@@ -175,3 +175,36 @@ def test_webhooks_scenario_smoke_delivers_every_order_event(tmp_path: Path) -> N
     report = (tmp_path / "hooks.md").read_text(encoding="utf-8")
     assert "## Issue #27: purchases while the webhooks' dispatcher delivers" in report
     assert "python -m bench.webhooks_dispatch" in report
+
+
+def test_drops_scenario_smoke_runs_every_workload_and_pair(tmp_path: Path) -> None:
+    """``python -m bench run --scenario drops`` end to end in seconds: the three gateways
+    (today's, "alone" from this checkout, "before" from a worktree: HEAD here, which a clone
+    of any depth has), every workload sells what it answered, each pair has its round, and the
+    worktree is removed afterwards."""
+    _need_wrk()
+    command = [sys.executable, "-m", "bench", "run", "--scenario", "drops", "--rounds", "1",
+               "--duration", "1", "--warmup", "0", "--settle", "0.1", "--users", "3000",
+               "--before-commit", "HEAD", "--output-dir", str(tmp_path), "--name", "drops"]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, f"harness failed:\n{done.stderr[-6000:]}"
+    data = json.loads((tmp_path / "drops.json").read_text(encoding="utf-8"))
+    runs = {run["workload"]: run for run in data["runs"]}
+    assert set(runs) == {"purchase", "purchase-before", "purchase-alone", "purchase-variant",
+                         "purchase-body", "purchase-user", "purchase-person"}
+    for run in runs.values():
+        assert not run["failed"], run["notes"]
+        assert run["checks"]["sold"] >= run["checks"]["ok"] > 0
+        assert run["checks"].get("buyers", run["checks"]["sold"]) == run["checks"]["sold"]
+    pairs = {(t["measured_workload"], t["baseline_workload"]): t
+             for t in data["drops"]["targets"]}
+    target = pairs["purchase-alone", "purchase-before"]
+    assert not target["diagnostic"] and len(target["rounds"]) == 1
+    assert pairs["purchase", "purchase-alone"]["diagnostic"]
+    report = (tmp_path / "drops.md").read_text(encoding="utf-8")
+    for server in ("gateway", "gateway-before", "gateway-alone"):
+        assert f"* {server}: 0 error lines" in report
+    listed = subprocess.run(["git", "-C", str(REPO_ROOT), "worktree", "list"],
+                            capture_output=True, text=True, check=True).stdout
+    assert "seckill-bench-before-" not in listed
