@@ -97,7 +97,8 @@ def one_run(setup: Setup, stack: Stack, workload: Workload, round_no: int,
         prepared = webhooks.prepare(shop, setup, workload, args, tag)
     elif workload.server in edge.FRONTS:
         prepared = edge.prepare(setup, workload, args, tag)
-    elif workload.name in drops.NAMES:
+    elif workload.name in drops.NAMES or (workload.name == "purchase"
+                                             and getattr(args, "drops_crowds", False)):
         prepared = drops.prepare(setup, workload, args, tag)
     else:
         prepared = prepare(setup, workload, args, tag)
@@ -188,6 +189,8 @@ def execute(args: argparse.Namespace, names: list[str], with_memory: bool,
                or (s == "gateway" and edge.used(names))]
     workloads = [WORKLOADS[n] for n in names]
     gateway_env = {**drops.gateway_env(names), **dict(args.gateway_env)}
+    # With the drops pairs, `purchase` (their baseline) gets a fresh crowd each run as they do
+    args.drops_crowds = drops.chosen(names)
     with started(servers, args.workers, args.worker_connections, args.appendfsync,
                  gateway_env=gateway_env) as stack, \
             tempfile.TemporaryDirectory(prefix="seckill-bench-files-") as tmp, \

@@ -11,9 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from bench.drops import CLAIM, fresh_crowd
 from bench.machine import CpuMeter
 from bench.pool import main as pool_main
 from bench.pool import run_interval
+from bench.stack import JWT_SECRET
+from bench.workloads import Setup
+from edge.identity import verify_user_jwt
 
 # A parent that sleeps while its child burns CPU until told to stop (its stdin closes).
 _PARENT = """
@@ -104,3 +108,16 @@ def test_the_interval_draws_runs_not_rounds() -> None:
     assert run_interval([[0.9] * 9, []]) == (0.9, 0.9)
     assert run_interval([[0.8, 1.2], [0.9, 1.1, 1.0]]) == run_interval([[0.8, 1.2],
                                                                        [0.9, 1.1, 1.0]])
+
+
+def test_each_drops_run_gets_a_crowd_no_gateway_has_seen() -> None:
+    """Two runs' crowds share no user (nor the users 0..n-1 other scenarios reuse), and each
+    token names its user, and its own person when asked."""
+    one, two = fresh_crowd(50), fresh_crowd(50, persons=True)
+    users = [uid for uid, _ in one + two]
+    assert len(set(users)) == 100
+    assert not set(users) & {Setup.uid(i) for i in range(100_000)}
+    for uid, token in one:
+        assert verify_user_jwt(token, JWT_SECRET, person_claim=CLAIM)[::2] == (uid, None)
+    persons = {verify_user_jwt(token, JWT_SECRET, person_claim=CLAIM)[2] for _, token in two}
+    assert len(persons) == 50 and None not in persons

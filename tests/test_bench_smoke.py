@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -148,19 +149,25 @@ def test_admission_benchmark_smoke_runs_every_pair(tmp_path: Path) -> None:
     assert set(data["ratios"]) == {"state-nginx", "queue-status", "admitted"}
 
 
+def _scenario(folder: Path, scenario: str, *options: str) -> Any:
+    """``python -m bench run --scenario <scenario>`` for one short round, its report in
+    ``folder`` as ``<scenario>.json`` / ``.md``: the JSON, once it exited 0."""
+    command = [sys.executable, "-m", "bench", "run", "--scenario", scenario, "--rounds", "1",
+               "--warmup", "0", "--settle", "0.1", "--users", "3000", *options,
+               "--output-dir", str(folder), "--name", scenario]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, f"harness failed:\n{done.stderr[-6000:]}"
+    return json.loads((folder / f"{scenario}.json").read_text(encoding="utf-8"))
+
+
 def test_webhooks_scenario_smoke_delivers_every_order_event(tmp_path: Path) -> None:
     """``python -m bench run --scenario webhooks`` end to end in seconds (Valkey, gateway, the
     real orders worker, the dispatcher, a 204 receiver, wrk): both sides of issue #27's pair
     run, every unit sold on the shop side is stored and its order.created delivered once,
     and the report has the section with the ratio."""
     _need_wrk()
-    command = [sys.executable, "-m", "bench", "run", "--scenario", "webhooks",
-               "--rounds", "1", "--duration", "2", "--warmup", "0", "--settle", "0.1",
-               "--users", "3000", "--output-dir", str(tmp_path), "--name", "hooks"]
-    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-                          check=False)
-    assert done.returncode == 0, f"harness failed:\n{done.stderr[-6000:]}"
-    data = json.loads((tmp_path / "hooks.json").read_text(encoding="utf-8"))
+    data = _scenario(tmp_path, "webhooks", "--duration", "2")
     runs = {run["workload"]: run for run in data["runs"]}
     assert set(runs) == {"purchase", "purchase-shop"}
     for run in runs.values():
@@ -172,7 +179,7 @@ def test_webhooks_scenario_smoke_delivers_every_order_event(tmp_path: Path) -> N
     assert runs["purchase"]["checks"]["delivered"] == 0
     (row,) = data["webhooks"]["rounds"]
     assert row["ratio"] > 0
-    report = (tmp_path / "hooks.md").read_text(encoding="utf-8")
+    report = (tmp_path / "webhooks.md").read_text(encoding="utf-8")
     assert "## Issue #27: purchases while the webhooks' dispatcher delivers" in report
     assert "python -m bench.webhooks_dispatch" in report
 
@@ -183,13 +190,7 @@ def test_drops_scenario_smoke_runs_every_workload_and_pair(tmp_path: Path) -> No
     of any depth has), every workload sells what it answered, each pair has its round, and the
     worktree is removed afterwards."""
     _need_wrk()
-    command = [sys.executable, "-m", "bench", "run", "--scenario", "drops", "--rounds", "1",
-               "--duration", "1", "--warmup", "0", "--settle", "0.1", "--users", "3000",
-               "--before-commit", "HEAD", "--output-dir", str(tmp_path), "--name", "drops"]
-    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-                          check=False)
-    assert done.returncode == 0, f"harness failed:\n{done.stderr[-6000:]}"
-    data = json.loads((tmp_path / "drops.json").read_text(encoding="utf-8"))
+    data = _scenario(tmp_path, "drops", "--duration", "1", "--before-commit", "HEAD")
     runs = {run["workload"]: run for run in data["runs"]}
     assert set(runs) == {"purchase", "purchase-before", "purchase-alone", "purchase-variant",
                          "purchase-body", "purchase-user", "purchase-person"}
