@@ -17,7 +17,8 @@ share there is fifty times what it is in a real sale.
 
 A single-item purchase without a body by default; ``--body`` sends it ``{"quantity": 1}``;
 ``--variants N`` buys one variant of an activity with N (request i buys ``v<i mod N>``, body
-``{"variant": ...}``), as ``bench run --scenario drops`` does.
+``{"variant": ...}``), as ``bench run --scenario drops`` does; ``--limit-by user|person``
+makes it a ``limit_by`` activity whose buyers' tokens each name a person of their own.
 
 Run it from another checkout (``git worktree add``, with this file copied in: it imports
 nothing of ``bench``) to count the code of another commit: the current directory comes first on
@@ -46,6 +47,9 @@ JWT_SECRET = "gateway-cost-jwt-secret-0123456789abcdef"
 ADMIN_TOKEN = "gateway-cost-admin-token-0123456789"
 
 
+CLAIM = "person"  # as bench.drops (this file imports nothing of bench: see above)
+
+
 def _iso(delta_seconds: float) -> str:
     return (datetime.now(UTC) + timedelta(seconds=delta_seconds)).isoformat()
 
@@ -57,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--variants", type=int, default=0, help="0: a single item")
     parser.add_argument("--body", action="store_true", help='a single item, {"quantity": 1}')
+    parser.add_argument("--limit-by", choices=["user", "person"], default=None,
+                        help="a limit_by activity; tokens name a person each in the claim "
+                             f"{CLAIM!r} (SECKILL_PERSON_CLAIM)")
     args = parser.parse_args(argv)
     total = args.warmup + args.purchases
     with tempfile.TemporaryDirectory(prefix="seckill-gateway-cost-") as tmp:
@@ -70,9 +77,12 @@ def main(argv: list[str] | None = None) -> int:
                 "SECKILL_JWT_SECRET": JWT_SECRET, "SECKILL_ADMIN_TOKEN": ADMIN_TOKEN,
                 "SECKILL_KEY_PREFIX": "cost", "SECKILL_DATA_DIR": str(folder / "data"),
                 "SECKILL_USER_RATE": "1000/second", "SECKILL_ADMIN_RATE": "1000/second",
-                "SECKILL_STATUS_RATE": "1000/second"}))
+                "SECKILL_STATUS_RATE": "1000/second",
+                **({"SECKILL_PERSON_CLAIM": CLAIM} if args.limit_by else {})}))
             client = app.test_client()
             stock: dict[str, Any] = {"total": total}
+            if args.limit_by:
+                stock["limit_by"] = args.limit_by
             if args.variants:
                 stock = {"variants": [{"id": f"v{j}", "name": f"v{j}", "total": total}
                                       for j in range(args.variants)]}
@@ -84,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
             assert created.status_code == 201, created.get_json()
             environs = []
             for i in range(total):
-                headers = {"Authorization": f"Bearer {mint_user_token(f'u{i}', JWT_SECRET)}"}
+                claims: dict[str, object] = {CLAIM: f"person-{i}"} if args.limit_by else {}
+                token = mint_user_token(f"u{i}", JWT_SECRET, claims=claims)
+                headers = {"Authorization": f"Bearer {token}"}
                 got = client.get("/seckill/url?activity=a0", headers=headers)
                 assert got.status_code == 200, got.get_json()
                 body: Any = None
