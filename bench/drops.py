@@ -13,12 +13,14 @@ per person and the issue as a whole cost a purchase, three pairs in one run.
   gunicorn of its own that serves nothing else (no slower: ≥ 0.95x is within noise).
 
 Why ``purchase-alone`` and not ``purchase``: the gateway that serves ``purchase`` also serves
-the four other workloads, round after round, and a process's history costs it. An A/A run (the
-"before" gateway serving today's code, ``--before-commit HEAD``, Intel Xeon, 9 rounds) gave
+the four other workloads, round after round. An A/A run (the "before" gateway serving today's
+code, ``--before-commit HEAD``, Intel Xeon, 9 rounds, the same users in every run) gave
 ``purchase`` / ``purchase-before`` 0.87x, its gunicorn 17 % more CPU per purchase, on the
 same code. ``purchase-alone`` is today's code in a third gunicorn, from this checkout, started
 and used as the "before" one is: the pair differs in the code only. ``purchase`` /
-``purchase-alone`` (a diagnostic) is what the history costs.
+``purchase-alone`` (a diagnostic) is what serving the other workloads costs: 0.83x with the
+same users in every run, 0.97x and 1.09x with a fresh crowd per run (:func:`fresh_crowd`),
+so the token memory was most of it.
 
 Why a scenario of ``bench run`` and not a module of its own: the harness already has what the
 three pairs need (Valkey, the gateway, the tokens and signed URLs, wrk, the Redis and CPU
