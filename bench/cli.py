@@ -97,8 +97,7 @@ def one_run(setup: Setup, stack: Stack, workload: Workload, round_no: int,
         prepared = webhooks.prepare(shop, setup, workload, args, tag)
     elif workload.server in edge.FRONTS:
         prepared = edge.prepare(setup, workload, args, tag)
-    elif workload.name in drops.NAMES or (workload.name == "purchase"
-                                             and getattr(args, "drops_crowds", False)):
+    elif workload.name in drops.NAMES or (workload.name == "purchase" and args.drops_crowds):
         prepared = drops.prepare(setup, workload, args, tag)
     else:
         prepared = prepare(setup, workload, args, tag)

@@ -81,11 +81,11 @@ def main(argv: list[str] | None = None) -> int:
                 **({"SECKILL_PERSON_CLAIM": CLAIM} if args.limit_by else {})}))
             client = app.test_client()
             stock: dict[str, Any] = {"total": total}
-            if args.limit_by:
-                stock["limit_by"] = args.limit_by
             if args.variants:
                 stock = {"variants": [{"id": f"v{j}", "name": f"v{j}", "total": total}
                                       for j in range(args.variants)]}
+            if args.limit_by:  # after the variants: with --variants too
+                stock["limit_by"] = args.limit_by
             created = client.post("/admin/activities",
                                   headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
                                   json={"id": "a0", "name": "a0", "per_user_limit": 1,
