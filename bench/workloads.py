@@ -71,9 +71,12 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              "sold-out flag, signed URL, per-user limit, script + WAITAOF; distinct users, "
              "large stock", "gateway", "seed", OK),
     Workload("purchase-variant", "gateway", "POST", "`purchase` of one variant of a "
-             "5-variant activity, body `{\"variant\": \"<vid>\"}`", "gateway", "purchase", OK),
-    # A diagnostic beside it: the single-item purchase with a body, the part of a variant's
-    # purchase that is not the variant's own (reading and parsing a request body).
+             "5-variant activity, named in the query as the sale page does, "
+             "`/buy?variant=<vid>`", "gateway", "purchase", OK),
+    # Diagnostics beside it: the same in the body, and the single-item purchase with a body,
+    # the part of a bodied purchase that is not the variant's own (reading and parsing a body).
+    Workload("purchase-variant-body", "gateway", "POST", "`purchase-variant` with the body "
+             "`{\"variant\": \"<vid>\"}` instead of the query", "gateway", "purchase", OK),
     Workload("purchase-body", "gateway", "POST", "`purchase` with the body `{\"quantity\": 1}` "
              "(the single-item purchase sends none)", "gateway", "purchase", OK),
     Workload("purchase-user", "gateway", "POST", "`purchase` on a `limit_by: user` activity, "

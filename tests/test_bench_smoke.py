@@ -193,7 +193,8 @@ def test_drops_scenario_smoke_runs_every_workload_and_pair(tmp_path: Path) -> No
     data = _scenario(tmp_path, "drops", "--duration", "1", "--before-commit", "HEAD")
     runs = {run["workload"]: run for run in data["runs"]}
     assert set(runs) == {"purchase", "purchase-before", "purchase-alone", "purchase-variant",
-                         "purchase-body", "purchase-user", "purchase-person"}
+                         "purchase-variant-body", "purchase-body", "purchase-user",
+                         "purchase-person"}
     for run in runs.values():
         assert not run["failed"], run["notes"]
         assert run["checks"]["sold"] >= run["checks"]["ok"] > 0
@@ -203,6 +204,11 @@ def test_drops_scenario_smoke_runs_every_workload_and_pair(tmp_path: Path) -> No
     target = pairs["purchase-alone", "purchase-before"]
     assert not target["diagnostic"] and len(target["rounds"]) == 1
     assert pairs["purchase", "purchase-alone"]["diagnostic"]
+    assert pairs["purchase-variant-body", "purchase"]["diagnostic"]
+    for name in ("purchase-variant", "purchase-variant-body"):  # the query form and the body's
+        per_variant = [int(n) for n in runs[name]["checks"]["variant_sold"]]
+        assert sum(per_variant) == runs[name]["checks"]["sold"], (name, per_variant)
+        assert all(n > 0 for n in per_variant), (name, per_variant)
     report = (tmp_path / "drops.md").read_text(encoding="utf-8")
     for server in ("gateway", "gateway-before", "gateway-alone"):
         assert f"* {server}: 0 error lines" in report

@@ -7,7 +7,9 @@ of two real gunicorn instances.
   gateway's, for at most the rest of that second, to anybody (a request without a token too).
 * Nothing that depends on the user ever is (a test per answer), a winner's repeated purchase
   after the sell-out among them.
-* An odd spelling of the path or the query is never looked up nor stored.
+* An odd spelling of the path or the query is never looked up nor stored; the purchase's terms
+  in its query as the sale page writes them (``?variant=<vid>&quantity=<n>``) share the
+  purchase's copy.
 * A ``not_started`` copy never outlives ``starts_at``, and its ``now_ms`` is nginx's clock.
 """
 
@@ -137,6 +139,11 @@ def test_activity_level_refusals_of_the_url_and_the_purchase_are_nginxs(
     same_answer(from_gateway(http, instances, "GET", url_of(proxy, aid), expected[1]), copy)
     copy = from_nginx(http, "POST", purchase, *expected)
     same_answer(from_gateway(http, instances, "POST", purchase, expected[1]), copy)
+    # The purchase's terms in its query, as the sale page sends them: the same refusal, the
+    # activity's whatever the terms, so the same copy.
+    for terms in ("?variant=eu-41", "?variant=x&quantity=2"):
+        copy = from_nginx(http, "POST", purchase + terms, *expected)
+        same_answer(from_gateway(http, instances, "POST", purchase + terms, expected[1]), copy)
 
 
 def test_not_started_is_nginxs_with_nginxs_clock_and_never_after_the_start(http, proxy) -> None:
@@ -316,6 +323,10 @@ def test_an_odd_spelling_never_answers_for_the_canonical_activity(http, proxy) -
         ("POST", f"/seckill//{open_aid}/{token}/buy"),
         ("POST", f"/seckill/{open_aid}/{token}/buy/"),
         ("POST", f"/seckill/{paused}/{paused_token}/buy?activity={open_aid}"),
+        ("POST", f"/seckill/{paused}/{paused_token}/buy?variant=a&x={open_aid}"),
+        ("POST", f"/seckill/{paused}/{paused_token}/buy?quantity=1&variant=a"),
+        ("POST", f"/seckill/{paused}/{paused_token}/buy?variant=%61"),
+        ("POST", f"/seckill/{paused}/{paused_token}/buy?variant=a&quantity=1&quantity=2"),
         ("POST", f"/seckill/x%2F..%2F{open_aid}/{token}/buy"),
         ("POST", f"/seckill/{encoded}/{token}/buy"),
         ("POST", f"/seckill/{open_aid}/{token}/../{token}/buy"),

@@ -1,7 +1,7 @@
 """The sale page on an activity with variants (issue #26), in headless Chromium against a real
 ``seckill up`` (nginx, one gateway instance, Valkey): the picker offers each variant with its
 units left and shows a sold-out one as gone and not selectable; the page buys the chosen
-variant (``{"variant": vid}``) and says which one was won; a variant that sells out between
+variant (``?variant=<vid>``, no body) and says which one was won; a variant that sells out between
 the look and the click is said in words, shown gone (also while nginx's one-second cache still
 says otherwise) and the buyer chooses another. And the refusals every activity may give now:
 a blocked account and an unverified one on a sale limited per person are said in words.
@@ -11,7 +11,6 @@ Screenshots go to ``test-artifacts/``; with ``SECKILL_DOCS_SCREENSHOTS=1`` also 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tempfile
@@ -84,11 +83,16 @@ def buy_variant(stack: UpStack, aid: str, uid: str, vid: str) -> dict[str, Any]:
     return dict(bought)
 
 
-def purchase_bodies(tab: Any) -> list[Any]:
-    """The body of every purchase the page sends, from now on."""
+def purchase_terms(tab: Any) -> list[Any]:
+    """The terms of every purchase the page sends, from now on: its query, and its body (the
+    page sends none: a request without a body costs the gateway less)."""
     sent: list[Any] = []
-    tab.on("request", lambda r: sent.append(json.loads(r.post_data or "null"))
-           if r.method == "POST" and r.url.endswith("/buy") else None)
+
+    def record(r: Any) -> None:
+        path, _, query = r.url.partition("?")
+        if r.method == "POST" and path.endswith("/buy"):
+            sent.append((query, r.post_data or None))
+    tab.on("request", record)
     return sent
 
 
@@ -102,7 +106,7 @@ def test_the_picker_shows_each_variant_and_its_units_and_buys_the_chosen_one(
 
     aid = create(stack, variants=sizes(eu40=1, eu41=3, eu42=2))
     buy_variant(stack, aid, "pick-early", "eu40")  # EU 40 is gone before the page opens
-    bodies = purchase_bodies(tab)
+    terms = purchase_terms(tab)
     tab.goto(f"{stack.base}/#activity={aid}&token={user_token('pick-ann')}")
 
     expect(tab.locator("#variants")).to_be_visible()
@@ -129,7 +133,7 @@ def test_the_picker_shows_each_variant_and_its_units_and_buys_the_chosen_one(
     outcome = tab.locator("#outcome")
     expect(outcome).to_have_text(re.compile(r"^You got it! Order \S+: EU 41\.$"))
     order_id = outcome.inner_text().removeprefix("You got it! Order ").split(":")[0]
-    assert bodies == [{"variant": "eu41"}], bodies
+    assert terms == [("variant=eu41", None)], terms
     expect(tab.locator("#order")).to_have_text(f"Order {order_id} (EU 41): confirmed",
                                                timeout=20_000)
     expect(tab.get_by_role("radio", name="EU 41, 2 left")).to_be_visible(timeout=10_000)
@@ -154,7 +158,7 @@ def test_a_variant_sold_out_between_looking_and_clicking(stack: UpStack, tab: An
     from playwright.sync_api import expect
 
     aid = create(stack, variants=sizes(eu40=1, eu41=2))
-    bodies = purchase_bodies(tab)
+    terms = purchase_terms(tab)
     tab.goto(f"{stack.base}/#activity={aid}&token={user_token('race-bo')}")
     tab.get_by_role("radio", name="EU 40, 1 left").check()
     buy = tab.locator("#buy")
@@ -183,7 +187,7 @@ def test_a_variant_sold_out_between_looking_and_clicking(stack: UpStack, tab: An
     tab.get_by_role("radio", name="EU 41, 2 left").check()
     buy.click()
     expect(tab.locator("#outcome")).to_have_text(re.compile(r"^You got it! Order \S+: EU 41\.$"))
-    assert bodies == [{"variant": "eu40"}, {"variant": "eu41"}], bodies
+    assert terms == [("variant=eu40", None), ("variant=eu41", None)], terms
 
 
 def test_blocked_and_unverified_buyers_are_told_why(stack: UpStack, tab: Any) -> None:

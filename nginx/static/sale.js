@@ -316,10 +316,8 @@ async function buy() {
       return;
     }
     page.unsure = false;
-    const result = await api(url.body.url, {
-      method: "POST", auth: true, headers: { "Content-Type": "application/json" },
-      body: purchaseBody(),  // variants.js: {"variant": vid}, or {} for a single item
-    });
+    // variants.js: "?variant=<vid>", or nothing for a single item; no body either way.
+    const result = await api(url.body.url + purchaseQuery(), { method: "POST", auth: true });
     if (result.status === 200 && result.body.order_id) {
       won(result.body.order_id, result.body.pay_by, result.body.items);
     } else if (result.body.error === "already_purchased") {

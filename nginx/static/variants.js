@@ -1,10 +1,10 @@
 // The sale page's variants (sizes, colours, seat categories: an activity whose view has
 // "variants"). Loaded before sale.js; it uses sale.js's globals (page, $, showOutcome,
 // STALE_MS) only when called. A single-item activity never shows the picker and buys with
-// "{}" as before: every entry point checks hasVariants() first.
+// no terms, as before: every entry point checks hasVariants() first.
 //
 // The picker offers every variant with its units left; one with none is shown as gone and
-// cannot be chosen. The purchase names the chosen one ({"variant": vid}). A variant that sold
+// cannot be chosen. The purchase names the chosen one (?variant=<vid>). A variant that sold
 // out between the look and the click (409 variant_sold_out) is said in words, shown gone and
 // unchosen, and the buyer picks another; like the activity's own state (sale.js's learn()),
 // what that refusal said outranks a view up to STALE_MS older than it, since the view may come
@@ -40,9 +40,11 @@ function variantsLoaded(body) {
   variants.list = Array.isArray(body.variants) ? body.variants : [];
 }
 
-// The purchase's body: the chosen variant, or "{}" for a single item (as always).
-function purchaseBody() {
-  return hasVariants() ? JSON.stringify({ variant: variants.chosen }) : "{}";
+// What the purchase URL asks for, in its query: the chosen variant, or nothing for a single
+// item. The terms could go in a JSON body ({"variant": vid}) as well; a request without a
+// body costs the gateway less (docs/performance.md), in the sale's busiest second.
+function purchaseQuery() {
+  return hasVariants() ? `?variant=${encodeURIComponent(variants.chosen)}` : "";
 }
 
 // Whether the buy button may be offered: a variant that still has units is chosen.

@@ -46,6 +46,7 @@ from seckill.web.body import (
     declared_length,
     json_body,
     parse_quantity,
+    purchase_terms,
     read_body,
     refuse_nul_query,
 )
@@ -170,10 +171,11 @@ class HotRoutes:
         return [] if method == "HEAD" else [payload]
 
     def buy(self, passage: Passage, environ: WSGIEnviron) -> dict[str, Any]:
-        """A purchase the edge let through: the body's quantity, then the script's decision."""
+        """A purchase the edge let through: its terms (body or query), then the script's
+        decision."""
         activity = passage.require_activity()
-        body = json_body(read_body(environ), allow_empty=True)
-        if activity.variants:  # the body names the variants bought (seckill/domain/variants.py)
+        body = purchase_terms(environ)
+        if activity.variants:  # the terms name the variants bought (seckill/domain/variants.py)
             items = parse_variant_purchase(body, activity.variants, activity.per_user_limit)
             return self.sale.purchase_items(activity, passage.require_uid(), items,
                                             person=passage.person).body()
