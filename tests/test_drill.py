@@ -12,6 +12,7 @@ import psutil
 
 from seckill.ops.drill_checks import NAMES, Evidence, StoredRow, check, failed
 from seckill.ops.drill_crowd import Record
+from seckill.ops.drill_plan import plan_activities, plan_buyers
 from seckill.ops.drill_report import Fault, markdown, svg
 from seckill.ops.drill_webhooks import NAME as EVENTS
 from tests.servers import require_nginx
@@ -196,6 +197,19 @@ def test_a_person_over_the_limit_fails() -> None:
     evidence.activities = {"a": {"id": "a", "total": 2}}  # no drop: nothing to check there
     assert by_name(evidence)[PERSON] is None and by_name(evidence)[VARIANT] is None
     assert not failed(check(evidence))
+
+
+def test_the_crowd_names_variants_in_bodies_and_in_queries() -> None:
+    """The drill's variant buyers use both forms of the purchase's terms: the body and the
+    query (``?variant=<vid>``, as the sale page sends it), never both at once."""
+    activities = plan_activities("r", 400, 30.0, False)
+    buyers = plan_buyers("r", 400, activities)
+    for letter in "bd":
+        mine = [b for b in buyers if b.aid == f"drill-r-{letter}"]
+        in_query = [b for b in mine if b.query]
+        assert in_query and len(in_query) < len(mine), letter
+        assert all(b.body is None and b.query.startswith("?variant=") for b in in_query)
+        assert all(b.body for b in mine if not b.query), letter
 
 
 def test_the_chart_marks_each_fault() -> None:

@@ -52,14 +52,15 @@ class Record:
 @dataclasses.dataclass(frozen=True)
 class Buyer:
     """One distinct user (an account) and the activity they try to buy, whether they pay, the
-    person behind the account (several accounts may share one) and the purchase's body (None:
-    an empty one)."""
+    person behind the account (several accounts may share one) and the purchase's terms: its
+    body (None: an empty one), or its query (``?variant=<vid>``, as the sale page sends it)."""
 
     uid: str
     aid: str
     pays: bool
     person: str = ""
     body: dict[str, Any] | None = None
+    query: str = ""
 
 
 def buyer_token(buyer: Buyer, jwt_secret: str, person_claim: str, ttl: int) -> str:
@@ -268,7 +269,7 @@ class Crowd:
         if status != 200 or not isinstance(url, str):
             return
         at, phase = self.now(), self.phase()
-        status, body, error = public.call("POST", url, token, buyer.body)
+        status, body, error = public.call("POST", url + buyer.query, token, buyer.body)
         order_id = str(body.get("order_id") or "")
         self._record(phase, at, "buy", status, error, buyer, order_id, body)
         if status == 200 and buyer.pays and order_id:

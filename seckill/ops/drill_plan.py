@@ -105,10 +105,17 @@ def plan_buyers(run: str, users: int, activities: list[dict[str, Any]]) -> list[
         uid = f"drill-{run}-u{n}"
         if letter == "b":
             vid = WINDOW_VARIANTS[k % len(WINDOW_VARIANTS)][0]
-            buyers.append(Buyer(uid, aid["b"], k % 2 == 0, body={"variant": vid}))
+            # Half name the variant in the body, half in the query as the sale page does.
+            buyers.append(Buyer(uid, aid["b"], k % 2 == 0, body={"variant": vid})
+                          if k % 4 < 2 else Buyer(uid, aid["b"], k % 2 == 0,
+                                                  query=f"?variant={vid}"))
         elif letter == "d":
-            buyers.append(Buyer(uid, aid["d"], False, person=f"drill-{run}-p{drop_person(k)}",
-                                body=_drop_body(k)))
+            person, body = f"drill-{run}-p{drop_person(k)}", _drop_body(k)
+            if "items" in body:
+                buyers.append(Buyer(uid, aid["d"], False, person=person, body=body))
+            else:  # one variant: in the query, as the sale page names it
+                buyers.append(Buyer(uid, aid["d"], False, person=person, query=(
+                    f"?variant={body['variant']}&quantity={body.get('quantity', 1)}")))
         else:
             buyers.append(Buyer(uid, aid[letter], False))
     return buyers
