@@ -123,6 +123,10 @@ def parse_purchase(body: Any, variants: Sequence[Variant], per_user_limit: int) 
     """A variant activity's purchase body: ``{"variant", "quantity"?}`` or ``{"items":
     [{"variant", "quantity"}, ...]}``. A variant this activity does not have is 404
     ``unknown_variant``; everything else that is off is a 400 naming the field."""
+    if type(body) is dict and len(body) == 1:  # {"variant": vid}, the common purchase
+        vid = body.get("variant")
+        if type(vid) is str and vid in variant_ids(variants):
+            return ((vid, 1),)
     if not isinstance(body, dict):
         raise errors.BadRequest('the body must be a JSON object, e.g. {"variant": "<id>"}')
     if "items" in body:
@@ -194,8 +198,9 @@ def _items(raw: Any, per_user_limit: int) -> Items:
 
 def encode_items(items: Iterable[tuple[str, int]]) -> str:
     """``"40:1,41:2"``: the items as the scripts, the stream and the items hash hold them."""
-    if isinstance(items, tuple) and len(items) == 1:  # one variant, the common purchase
-        return f"{items[0][0]}:{items[0][1]}"
+    if type(items) is tuple and len(items) == 1:  # one variant, the common purchase
+        vid, quantity = items[0]
+        return f"{vid}:{quantity}"
     return ",".join(f"{vid}:{quantity}" for vid, quantity in items)
 
 
