@@ -77,6 +77,14 @@ def plan_activities(run: str, users: int, duration: float, target: bool) -> list
     ]
 
 
+def _terms(body: dict[str, Any], in_query: bool) -> dict[str, Any]:
+    """A buyer's terms (:class:`Buyer`'s ``body`` or ``query``): ``body`` as it is, or one
+    variant's in the query as the sale page names it (several variants take the body)."""
+    if not in_query or "items" in body:
+        return {"body": body}
+    return {"query": f"?variant={body['variant']}&quantity={body.get('quantity', 1)}"}
+
+
 def _drop_body(j: int) -> dict[str, Any]:
     """The drop's ``j``-th account buys one unit of a variant, two of one, or one each of two
     (``items``); a farm's three accounts ask for different things."""
@@ -106,16 +114,11 @@ def plan_buyers(run: str, users: int, activities: list[dict[str, Any]]) -> list[
         if letter == "b":
             vid = WINDOW_VARIANTS[k % len(WINDOW_VARIANTS)][0]
             # Half name the variant in the body, half in the query as the sale page does.
-            buyers.append(Buyer(uid, aid["b"], k % 2 == 0, body={"variant": vid})
-                          if k % 4 < 2 else Buyer(uid, aid["b"], k % 2 == 0,
-                                                  query=f"?variant={vid}"))
+            buyers.append(Buyer(uid, aid["b"], k % 2 == 0,
+                                **_terms({"variant": vid}, in_query=k % 4 >= 2)))
         elif letter == "d":
-            person, body = f"drill-{run}-p{drop_person(k)}", _drop_body(k)
-            if "items" in body:
-                buyers.append(Buyer(uid, aid["d"], False, person=person, body=body))
-            else:  # one variant: in the query, as the sale page names it
-                buyers.append(Buyer(uid, aid["d"], False, person=person, query=(
-                    f"?variant={body['variant']}&quantity={body.get('quantity', 1)}")))
+            buyers.append(Buyer(uid, aid["d"], False, person=f"drill-{run}-p{drop_person(k)}",
+                                **_terms(_drop_body(k), in_query=True)))
         else:
             buyers.append(Buyer(uid, aid[letter], False))
     return buyers
