@@ -10,11 +10,11 @@ from pathlib import Path
 
 import psutil
 
-from seckill.ops.drill_checks import NAMES, Evidence, StoredRow, check, failed
-from seckill.ops.drill_crowd import Record
-from seckill.ops.drill_plan import plan_activities, plan_buyers
-from seckill.ops.drill_report import Fault, markdown, svg
-from seckill.ops.drill_webhooks import NAME as EVENTS
+from seckill.ops.drill.checks import NAMES, Evidence, StoredRow, check, failed
+from seckill.ops.drill.crowd import Record
+from seckill.ops.drill.plan import plan_activities, plan_buyers
+from seckill.ops.drill.report import Fault, markdown, svg
+from seckill.ops.drill.webhooks import NAME as EVENTS
 from tests.servers import require_nginx
 from tests.test_cli import clean_environ
 

@@ -20,7 +20,7 @@ import redis
 from flask import Flask
 from werkzeug.serving import make_server
 
-from seckill.ops.drill_faults import Operator
+from seckill.ops.drill.faults import Operator
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.sale.recovery import ORDERS_GROUP
 from tests.conftest import ADMIN_TOKEN, create_activity

@@ -1,4 +1,4 @@
-"""The drill's shop (seckill/ops/drill_webhooks.py): the events check fails on crafted
+"""The drill's shop (seckill/ops/drill/webhooks.py): the events check fails on crafted
 arrivals that break it, and the receiver verifies signatures over real HTTP."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import urllib3
 from standardwebhooks.webhooks import Webhook
 
-from seckill.ops.drill_webhooks import Arrival, Receiver, missing_events, missing_sold_out
+from seckill.ops.drill.webhooks import Arrival, Receiver, missing_events, missing_sold_out
 
 SECRET = "whsec_" + "c2VjcmV0LXNlY3JldC1zZWNyZXQtMTIz"
 

@@ -22,7 +22,7 @@ import dataclasses
 from collections import Counter
 from typing import Any
 
-from seckill.ops.drill_crowd import Record
+from seckill.ops.drill.crowd import Record
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,8 +11,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from seckill.ops.drill_checks import Invariant, went_through
-from seckill.ops.drill_crowd import Record
+from seckill.ops.drill.checks import Invariant, went_through
+from seckill.ops.drill.crowd import Record
 
 CHART = "chart.svg"
 MARKDOWN = "report.md"

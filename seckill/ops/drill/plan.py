@@ -19,7 +19,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from seckill.ops.drill_crowd import Buyer
+from seckill.ops.drill.crowd import Buyer
 
 # Each user's activity, by the user's place in a cycle of 20: a and b 35 % each, the drop
 # 20 % (four accounts in a row: a farm's three race each other), c 10 %.

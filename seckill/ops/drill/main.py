@@ -1,10 +1,10 @@
 """``seckill drill``: a sale-day fire drill. A crowd of distinct buyers through the real stack
 while it is paused, resumed, has one child of each kind killed with SIGKILL and is stopped and
-started again; then the purchase invariants (:mod:`seckill.ops.drill_checks`). Exit 1 when
+started again; then the purchase invariants (:mod:`seckill.ops.drill.checks`). Exit 1 when
 one fails.
 
 Two modes: by default it starts its own ``seckill up`` in a temporary folder
-(:mod:`seckill.ops.drill_stack`); with ``--target URL --admin-url URL`` it runs only the crowd
+(:mod:`seckill.ops.drill.stack`); with ``--target URL --admin-url URL`` it runs only the crowd
 and the invariants, no fault, against a deployment the operator runs, on one throw-away
 activity it creates (a rehearsal) and ends. docs/drill.md.
 """
@@ -26,14 +26,14 @@ from typing import Any
 
 from seckill.config import ConfigError, operator_secrets, own_redis_url
 from seckill.ops.commands import Failure
-from seckill.ops.drill_checks import Evidence, Invariant, StoredRow, check, failed
-from seckill.ops.drill_crowd import Client, Crowd, Record, resolve_unknown
-from seckill.ops.drill_database import stored_in_database, variant_books
-from seckill.ops.drill_faults import Canary, Faults, Operator
-from seckill.ops.drill_plan import plan_activities, plan_buyers
-from seckill.ops.drill_report import Fault, markdown, text, write
-from seckill.ops.drill_stack import PERSON_CLAIM, DrillStack, StackError, seckill_command
-from seckill.ops.drill_webhooks import Receiver, check_events
+from seckill.ops.drill.checks import Evidence, Invariant, StoredRow, check, failed
+from seckill.ops.drill.crowd import Client, Crowd, Record, resolve_unknown
+from seckill.ops.drill.database import stored_in_database, variant_books
+from seckill.ops.drill.faults import Canary, Faults, Operator
+from seckill.ops.drill.plan import plan_activities, plan_buyers
+from seckill.ops.drill.report import Fault, markdown, text, write
+from seckill.ops.drill.stack import PERSON_CLAIM, DrillStack, StackError, seckill_command
+from seckill.ops.drill.webhooks import Receiver, check_events
 
 
 def describe(body: dict[str, Any]) -> str:

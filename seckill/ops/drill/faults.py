@@ -15,9 +15,9 @@ from typing import Any
 from urllib.parse import quote
 
 from edge.identity import mint_user_token
-from seckill.ops.drill_crowd import Client, Crowd
-from seckill.ops.drill_report import Fault
-from seckill.ops.drill_stack import DrillStack
+from seckill.ops.drill.crowd import Client, Crowd
+from seckill.ops.drill.report import Fault
+from seckill.ops.drill.stack import DrillStack
 
 OPERATOR_TRIES = 40  # an operator call is retried this often (0.25 s apart) while it fails
 

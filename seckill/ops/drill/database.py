@@ -15,8 +15,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from seckill.domain.variants import items_from_body
-from seckill.ops.drill_checks import StoredRow, VariantBooks, books_agree
-from seckill.ops.drill_faults import Operator
+from seckill.ops.drill.checks import StoredRow, VariantBooks, books_agree
+from seckill.ops.drill.faults import Operator
 from seckill.sql.engine import make_engine
 from seckill.sql.schema import orders
 

@@ -33,7 +33,7 @@ from seckill.domain.events import (
     ORDER_EXPIRED,
     ORDER_PAID,
 )
-from seckill.ops.drill_checks import Invariant
+from seckill.ops.drill.checks import Invariant
 from seckill.sql.engine import make_engine
 from seckill.sql.schema import activities, orders
 
