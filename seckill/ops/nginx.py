@@ -97,6 +97,10 @@ class NginxOptions:
     log_json: bool = False
     metrics_port: int | None = None
     read_timeout: int = 10  # seconds an instance has to answer (and to take a request body)
+    # Seconds an instance has to answer a hot GET (the clock, the activity view, the queue's
+    # state, the signed URL) before nginx asks another: well under read_timeout, so that a
+    # hung instance's GETs move instead of waiting out the purchase's timeout (at most it).
+    get_timeout: int = 3
     client_timeout: int = 10  # seconds a client has to send its headers, and its body
     max_fails: int = 1  # failures that take an instance out for fail_timeout; 0: never
     fail_timeout: int = 2
@@ -190,6 +194,7 @@ def render(options: NginxOptions) -> str:
     for name, number, low in (
         ("ip burst", options.ip_burst, 0), ("ip connections", options.ip_connections, 1),
         ("read timeout", options.read_timeout, 1), ("client timeout", options.client_timeout, 1),
+        ("GET timeout", options.get_timeout, 1),
         ("max fails", options.max_fails, 0),
         ("fail timeout", options.fail_timeout, 1),
     ):
@@ -237,6 +242,10 @@ def render(options: NginxOptions) -> str:
         "LIMIT_REQ": limit,
         "LIMIT_CONN": limit_conn,
         "READ_TIMEOUT": f"{options.read_timeout}s",
+        # A hot GET never waits longer than any other request.
+        "GET_TIMEOUT": f"{min(options.get_timeout, options.read_timeout)}s",
+        # A first try's connect (1 s) and read timeouts, and a second: any timed-out GET moves.
+        "NEXT_UPSTREAM_TIMEOUT": f"{options.read_timeout + 2}s",
         "CLIENT_TIMEOUT": f"{options.client_timeout}s",
         "LISTEN": f"{listen_host}:{options.port}",
         "ADMIN_LISTEN": f"127.0.0.1:{options.admin_port}",
