@@ -10,7 +10,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -155,3 +155,39 @@ class WebhookCollector(Collector):
         yield GaugeMetricFamily("seckill_webhook_oldest_undelivered_seconds",
                                 "Age of the oldest event not yet delivered to every endpoint "
                                 "(0: none).", value=numbers.oldest_undelivered_s)
+
+
+class StorageReading(Protocol):
+    """What :class:`StorageCollector` reads (``seckill.store.plumbing.storage.Storage``)."""
+
+    @property
+    def writable(self) -> bool:
+        """Whether the store takes writes."""
+
+    @property
+    def available_bytes(self) -> int | None:
+        """The room left on the local data folder (None: no such folder here)."""
+
+
+class StorageCollector(Collector):
+    """``seckill_storage_writable`` and ``seckill_data_disk_available_bytes``, from ``read()``
+    at each scrape (nothing when it fails)."""
+
+    def __init__(self, read: Callable[[], StorageReading]) -> None:
+        self.read = read
+
+    def collect(self) -> Iterator[Metric]:
+        """The storage's series, read now."""
+        try:
+            found = self.read()
+        except Exception:  # a scrape must not fail for it
+            logging.getLogger("seckill.metrics").warning("storage metrics unavailable",
+                                                         exc_info=True)
+            return
+        yield GaugeMetricFamily(
+            "seckill_storage_writable", "0 while the store refuses writes for its disk (Redis "
+            "cannot append to its AOF, or the data folder is full): purchases answer 503 "
+            "storage.", value=1 if found.writable else 0)
+        if found.available_bytes is not None:
+            yield GaugeMetricFamily("seckill_data_disk_available_bytes", "Bytes left on the "
+                                    "data folder's disk.", value=found.available_bytes)

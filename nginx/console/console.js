@@ -322,6 +322,12 @@
                 i.error ? " (" + i.error + ")" : "");
       return li;
     }));
+    // The store refuses writes for its disk: every purchase answers 503 storage until it has room.
+    var storage = state.storage || { writable: true };
+    $("storage").hidden = storage.writable;
+    $("storage").textContent = storage.writable ? "" : "Purchases refused (503 storage): "
+      + (storage.reason || "the store cannot write to its disk")
+      + ". Sales resume by themselves once the disk has room.";
     if (stale) {
       showStale(state.stale_since === null ? freshAt : state.stale_since,
                 "the gateway could not read Redis (" + (state.stale_reason || "no reason given") + ")");

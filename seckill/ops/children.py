@@ -4,7 +4,11 @@ of nginx's counts; each a :class:`~seckill.ops.supervisor.ChildSpec`, with where
 from __future__ import annotations
 
 import argparse
+import hashlib
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from seckill.config import ConfigError, nginx_path
@@ -47,6 +51,20 @@ def gunicorn_spec(
         ready_timeout=60,
         stop_timeout=graceful + 5,
     )
+
+
+def metrics_dir(data_dir: Path) -> Path:
+    """A fresh, private folder for the gunicorn workers' metrics files
+    (``PROMETHEUS_MULTIPROC_DIR``), one per data folder, in memory (``/dev/shm``) where there
+    is one. Not in the data folder: prometheus_client maps its files into memory and grows
+    them sparse, so on a full data disk a worker's first store to a new page dies of SIGBUS."""
+    shm = Path("/dev/shm")
+    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+    tag = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
+    folder = base / f"seckill-metrics-{os.getuid()}-{tag}"
+    shutil.rmtree(folder, ignore_errors=True)  # stale files would be summed
+    folder.mkdir(mode=0o700)  # fails if another account made it in the meantime
+    return folder
 
 
 def access_log_path(data_dir: Path) -> Path:

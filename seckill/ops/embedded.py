@@ -4,6 +4,14 @@ Used by ``seckill up`` when ``REDIS_URL`` is not set, and by the test suite. The
 the foreground as our child (no daemonizing), with AOF on and ``appendfsync always``, its data
 in a folder we choose, on a port we choose (a free one by default). Before every start its AOF
 is repaired so that no incomplete transaction is loaded (:mod:`seckill.ops.aof`).
+
+On a full disk, ``appendfsync always`` makes Valkey exit at the first write it cannot append
+(it has applied the write and cannot take it back), and again after every restart. So a start
+on a full disk runs with ``everysec`` instead: a write that cannot be appended puts the server
+in its refusing state (``MISCONF`` to every write, reads still served) until a retried append
+succeeds, which it does by itself once there is room. No 200 depends on the policy: a
+purchase is confirmed by ``WAITAOF``. :class:`FsyncKeeper` sets ``always`` back once the disk
+has room and the server writes again.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -25,6 +34,7 @@ from redis.retry import Retry
 
 from seckill.config import port_slice
 from seckill.ops import aof
+from seckill.store.plumbing.storage import disk_full
 
 
 def valkey_binary() -> str:
@@ -100,8 +110,9 @@ class EmbeddedValkey:
     def command(self) -> list[str]:
         """The command line that runs the server for a supervisor: a small Python step that
         repairs the AOF (:mod:`seckill.ops.aof`) then execs :meth:`server_command` in the same
-        process, so a restart after a crash never loads an incomplete transaction."""
-        return [sys.executable, "-m", "seckill.ops.aof", *self.server_command()]
+        process, so a restart after a crash never loads an incomplete transaction; on a full
+        disk, with ``everysec`` (:func:`for_the_disk`)."""
+        return [sys.executable, "-m", "seckill.ops.embedded", *self.server_command()]
 
     def server_command(self) -> list[str]:
         """The valkey-server command line (foreground, AOF on, no RDB snapshots)."""
@@ -202,3 +213,74 @@ class EmbeddedValkey:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _option(argv: Sequence[str], name: str) -> str | None:
+    for at, word in enumerate(argv[:-1]):
+        if word == name:
+            return argv[at + 1]
+    return None
+
+
+def for_the_disk(argv: Sequence[str]) -> list[str]:
+    """``argv`` (a valkey-server command line), with ``--appendfsync everysec`` in place of
+    ``always`` when the disk of its ``--dir`` is full: it then refuses writes instead of
+    exiting at the first one."""
+    folder = _option(argv, "--dir")
+    if _option(argv, "--appendfsync") != "always" or folder is None or not disk_full(
+            Path(folder)):
+        return list(argv)
+    at = list(argv).index("--appendfsync")
+    return [*argv[: at + 1], "everysec", *argv[at + 2 :]]
+
+
+class FsyncKeeper:
+    """The supervisor's tending of its Valkey (:attr:`ChildSpec.tend`): a server started with
+    ``everysec`` on a full disk gets ``always`` back once the disk has room and the server
+    has appended again (``aof_last_write_status:ok``). Once a process has ``always``, it is
+    not asked again."""
+
+    def __init__(self, url: str, data_dir: Path, say: Callable[[str], None],
+                 wanted: str = "always") -> None:
+        self.url = url
+        self.data_dir = data_dir
+        self.say = say
+        self.wanted = wanted
+        self.settled_pid: int | None = None
+
+    def __call__(self, process: subprocess.Popen[bytes]) -> None:
+        """Set the wanted policy on ``process``'s server if it runs with another and may."""
+        if process.pid == self.settled_pid or disk_full(self.data_dir):
+            return
+        client = redis.Redis.from_url(self.url, socket_timeout=1, socket_connect_timeout=1,
+                                      retry=Retry(NoBackoff(), 0), decode_responses=True)
+        try:
+            if client.config_get("appendfsync").get("appendfsync") != self.wanted:
+                if client.info("persistence").get("aof_last_write_status") != "ok":
+                    return  # still refusing: its own retry has not appended yet
+                client.config_set("appendfsync", self.wanted)
+                self.say(f"valkey: its disk has room again; appendfsync {self.wanted}")
+            self.settled_pid = process.pid
+        except redis.RedisError:
+            return  # starting, or stopping: the next round asks again
+        finally:
+            client.close()
+
+
+def main(argv: Sequence[str]) -> None:
+    """``python -m seckill.ops.embedded <valkey-server> <its args>``: the policy for the
+    disk (:func:`for_the_disk`), then :func:`seckill.ops.aof.main` (repair, exec)."""
+    chosen = for_the_disk(argv)
+    if chosen != list(argv):
+        from seckill import logs
+
+        message = ("its data folder's disk is full; starting with appendfsync everysec "
+                   "(writes refused with MISCONF until there is room)")
+        with contextlib.suppress(OSError):  # standard error may be on the full disk too
+            print(logs.line("valkey", "WARNING", message, logs.json_wanted()), file=sys.stderr,
+                  flush=True)
+    aof.main(chosen)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -8,6 +8,11 @@ process is killed with SIGKILL, Linux sends the children SIGTERM. After a child 
 whatever is left in its process group (e.g. a gunicorn worker whose master was killed) is
 killed too, so the port it held is free for the restart.
 
+A child that keeps dying is restarted forever, with a wait that doubles up to
+:data:`MAX_DELAY_SECONDS`: most causes pass (a full disk, a database away), and a stack that
+gave up stayed down after they had. A child that died while the data folder's disk was full is
+restarted as soon as the disk has room again, whatever is left of its wait.
+
 The first SIGINT/SIGTERM stops warmly (SIGTERM to each child, then wait); a second one stops
 cold (SIGKILL to what is still running).
 """
@@ -27,11 +32,14 @@ from types import FrameType
 
 from seckill import logs
 from seckill.ops.embedded import die_with_parent
+from seckill.store.plumbing.storage import disk_full
 
-# A child that dies sooner than this after starting counts towards a crash loop.
+# A child that dies sooner than this after starting counts towards a crash loop: each such
+# death in a row doubles the wait before the next start, up to MAX_DELAY_SECONDS.
 QUICK_DEATH_SECONDS = 10.0
-MAX_QUICK_RESTARTS = 5
+MAX_DELAY_SECONDS = 30.0
 POLL_SECONDS = 0.2
+TEND_SECONDS = 1.0
 
 
 class SupervisorError(RuntimeError):
@@ -58,6 +66,9 @@ class ChildSpec:
     ready_timeout: float = 30.0
     stop_timeout: float = 10.0
     stop_signal: int = signal.SIGTERM  # the warm stop (nginx's graceful one is SIGQUIT)
+    # Called about once a second while the child runs, with its process: settles what can be
+    # changed without a restart (the embedded Valkey's fsync policy once its disk has room).
+    tend: Callable[[subprocess.Popen[bytes]], None] | None = None
 
 
 @dataclasses.dataclass
@@ -76,7 +87,10 @@ COMPONENT = "seckill-up"
 
 def log(message: str, level: str = "INFO") -> None:
     """Print one line in the stack's format (``seckill.logs``) on standard error."""
-    print(logs.line(COMPONENT, level, message, logs.json_wanted()), file=sys.stderr, flush=True)
+    # Standard error may be a file on the full disk: a lost line, never a dead supervisor.
+    with contextlib.suppress(OSError):
+        print(logs.line(COMPONENT, level, message, logs.json_wanted()), file=sys.stderr,
+              flush=True)
 
 
 def group_alive(pgid: int) -> bool:
@@ -111,11 +125,15 @@ def kill_group(pgid: int) -> None:
 class Supervisor:
     """Starts the children in order, restarts any that dies, stops them in reverse order."""
 
-    def __init__(self, specs: Sequence[ChildSpec]) -> None:
+    def __init__(self, specs: Sequence[ChildSpec], data_dir: Path | None = None,
+                 max_delay: float = MAX_DELAY_SECONDS) -> None:
         self.children = [Child(spec) for spec in specs]
         self.stop_requested = False
         self.hurry = False
         self.failure: str | None = None
+        self.data_dir = data_dir  # whose disk, once it has room again, ends a wait early
+        self.max_delay = max_delay
+        self.tended_at = 0.0
 
     # -- signals -----------------------------------------------------------------------
 
@@ -176,31 +194,46 @@ class Supervisor:
                 process = child.process
                 if process is not None and process.poll() is not None:
                     self._restart(child, process)
+            self._tend()
             time.sleep(POLL_SECONDS)
+
+    def _tend(self) -> None:
+        if time.monotonic() - self.tended_at < TEND_SECONDS:
+            return
+        self.tended_at = time.monotonic()
+        for child in self.children:
+            process, tend = child.process, child.spec.tend
+            if tend is None or process is None or process.poll() is not None:
+                continue
+            try:
+                tend(process)
+            except Exception as exc:  # tending is best effort; the child runs either way
+                log(f"{child.spec.name}: {type(exc).__name__}: {exc}", "WARNING")
+
+    def _disk_full(self) -> bool:
+        return self.data_dir is not None and disk_full(self.data_dir)
 
     def _restart(self, child: Child, dead: subprocess.Popen[bytes]) -> None:
         name = child.spec.name
         lived = time.monotonic() - child.started_at
         kill_group(dead.pid)  # e.g. gunicorn workers still holding the port
         child.quick_deaths = child.quick_deaths + 1 if lived < QUICK_DEATH_SECONDS else 0
-        if child.quick_deaths > MAX_QUICK_RESTARTS:
-            self.failure = (
-                f"{name} died {child.quick_deaths} times in a row within "
-                f"{QUICK_DEATH_SECONDS:.0f}s of starting; giving up"
-            )
-            log(self.failure)
-            self.stop_requested = True
-            return
         child.restarts += 1
-        delay = 0.0 if child.quick_deaths <= 1 else min(0.5 * 2 ** (child.quick_deaths - 1), 8.0)
+        delay = 0.0 if child.quick_deaths <= 1 else min(
+            0.5 * 2 ** (child.quick_deaths - 1), self.max_delay)
+        full = self._disk_full()
         log(
             f"{name} (pid {dead.pid}) exited with code {dead.returncode} after {lived:.1f}s; "
             f"restarting (restart #{child.restarts}"
             + (f", in {delay:.1f}s" if delay else "")
+            + (f", or once {self.data_dir}'s full disk has room" if full and delay else "")
             + ")"
         )
         deadline = time.monotonic() + delay
         while not self.stop_requested and time.monotonic() < deadline:
+            if full and not self._disk_full():
+                log(f"{self.data_dir}'s disk has room again; restarting {name} now")
+                break
             time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
         if self.stop_requested:
             return
@@ -272,7 +305,8 @@ def _wait_until(
 
 
 def redis_ready(url: str) -> ReadyCheck:
-    """Ready once the server answers PING (not while it is still replaying its AOF)."""
+    """Ready once the server answers PING, or refuses it for its disk (not while it is still
+    replaying its AOF)."""
     import redis
 
     def check(
@@ -283,6 +317,10 @@ def redis_ready(url: str) -> ReadyCheck:
         def probe() -> bool:
             try:
                 return bool(client.ping())
+            except redis.ResponseError as exc:
+                # MISCONF (its disk refuses writes; PING is refused too): it runs and serves
+                # reads, and takes writes again by itself once the disk does.
+                return str(exc).startswith("MISCONF")
             except redis.RedisError:
                 return False
 

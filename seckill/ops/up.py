@@ -44,6 +44,7 @@ from seckill.ops.children import (
     exporter_spec,
     gunicorn_spec,
     loopback,
+    metrics_dir,
     nginx_note,
     render_nginx,
 )
@@ -241,7 +242,7 @@ def _create_schema(url: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``seckill up``: start the stack and supervise it until stopped; the exit code."""
-    from seckill.ops.embedded import EmbeddedValkey
+    from seckill.ops.embedded import EmbeddedValkey, FsyncKeeper
     from seckill.ops.supervisor import Stopping, Supervisor, SupervisorError, redis_ready
 
     environ = environment()  # whole: what the children get
@@ -291,13 +292,12 @@ def run(args: argparse.Namespace) -> int:
             redis_url = embedded_url = valkey.url
             redis_note = f"{redis_url} (embedded Valkey, AOF on, data in {valkey.data_dir})"
             specs.append(ChildSpec("valkey", valkey.command(), env=environ,
-                                   ready=redis_ready(redis_url), stop_timeout=10))
+                                   ready=redis_ready(redis_url), stop_timeout=10,
+                                   tend=FsyncKeeper(redis_url, valkey.data_dir, log)))
         env["REDIS_URL"] = redis_url
 
-        metrics_dir = data_dir / "prometheus"  # per-worker files; stale ones would be summed
-        shutil.rmtree(metrics_dir, ignore_errors=True)
-        metrics_dir.mkdir()
-        env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+        metrics = metrics_dir(data_dir)  # per-worker files, off the data disk
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics)
 
         # Stopped after the gateway (reverse order), so it stores the last orders it was given.
         specs.append(ChildSpec("orders-worker", [sys.executable, "-m", "seckill.worker"],
@@ -362,7 +362,7 @@ def run(args: argparse.Namespace) -> int:
         if access_log is not None:
             where += f"  Access log: {access_log}\n"
 
-        supervisor = Supervisor(specs)
+        supervisor = Supervisor(specs, data_dir=data_dir)
         supervisor.install_signal_handlers()
         try:
             supervisor.start()
@@ -393,5 +393,6 @@ def run(args: argparse.Namespace) -> int:
             with contextlib.suppress(FileNotFoundError):
                 (data_dir / UP_FILE).unlink()
             supervisor.stop()
+            shutil.rmtree(metrics, ignore_errors=True)
         log("stopped")
     return 1 if supervisor.failure else 0

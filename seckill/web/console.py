@@ -4,7 +4,8 @@ The page and its files hold no data, so they load without a token (a browser can
 bearer token when it opens a URL); the page asks the operator for the token and sends it with
 ``GET /admin/console/state`` and the levers, which check it like every operator call. The
 state is the census (seckill.store.audit.census), the outcome counters every process of this host
-added up, and each gateway instance's health, asked in parallel. When the census could not be
+added up, each gateway instance's health, asked in parallel, and whether the store can write
+to its disk (seckill.store.plumbing.storage). When the census could not be
 read, the state says so (``stale``, ``stale_since``, ``stale_reason``) and carries the last numbers
 read, never an empty list that would read as "no activities".
 
@@ -30,6 +31,7 @@ from seckill import metrics
 from seckill.domain import errors
 from seckill.resources import resource_dir
 from seckill.store.audit.census import Count
+from seckill.store.plumbing.storage import read_storage
 from seckill.web.current import services as _services
 
 HEALTH_TIMEOUT = 0.5  # seconds an instance has to answer /healthz for the console
@@ -147,6 +149,8 @@ def blueprint() -> Blueprint:
             "stale_since": census.read_ms if census.stale else None,
             "stale_reason": census.error,
             "activities": [_row(c, census.taken_ms, counted) for c in census.counts],
+            # Not writable: purchases answer 503 storage, and the reason says whose disk.
+            "storage": dataclasses.asdict(read_storage(_services().client, settings.data_dir)),
             # Without SECKILL_INSTANCES, this process alone: healthy while Redis answers.
             "instances": health(settings.instances) if settings.instances else [
                 {"instance": f"{settings.instance} (this process)", "ok": census.redis_up}],

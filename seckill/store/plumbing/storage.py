@@ -1,0 +1,82 @@
+"""Whether the sale's store can write to its disk: what Redis says of its own persistence, and
+the room left on the local data folder.
+
+Redis is the authority on its disk: a server whose append-only file (or snapshot, with
+``stop-writes-on-bgsave-error``) cannot be written refuses every write with a ``MISCONF``
+error and says so in ``INFO persistence`` (``aof_last_write_status:err``), and takes writes
+again by itself once a write succeeds. The data folder's free space adds what Redis cannot say
+while it is down (``seckill up``'s Valkey keeps its files there); a folder that does not exist
+here (the store runs elsewhere) adds nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import os
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from seckill.store.plumbing.connection import Client, on_every_master
+
+# Below this much room a disk counts as full: a few appends of the AOF, not a rewrite.
+FULL_BELOW_BYTES = 1 << 20
+NO_SPACE = os.strerror(errno.ENOSPC)  # "No space left on device", as Redis words it too
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Storage:
+    """Whether the store takes writes, why not (Redis's own words, or the disk's), and the
+    room left on the local data folder (None: no such folder here)."""
+
+    writable: bool
+    reason: str | None
+    available_bytes: int | None
+
+
+def available_bytes(path: Path) -> int | None:
+    """The bytes an unprivileged writer may still use on ``path``'s filesystem; None when
+    ``path`` does not exist."""
+    try:
+        found = os.statvfs(path)
+    except OSError:
+        return None
+    return found.f_bavail * found.f_frsize
+
+
+def disk_full(path: Path) -> bool:
+    """Whether ``path``'s filesystem has less than :data:`FULL_BELOW_BYTES` left."""
+    room = available_bytes(path)
+    return room is not None and room < FULL_BELOW_BYTES
+
+
+def persistence_error(info: dict[str, Any]) -> str | None:
+    """What ``INFO persistence`` of one server says stops its writes, or None."""
+    if info.get("aof_enabled") and info.get("aof_last_write_status") == "err":
+        return "the append-only file cannot be written"
+    if info.get("rdb_last_bgsave_status") == "err":
+        return "the last snapshot failed"
+    return None
+
+
+def read_storage(client: Client, data_dir: Path) -> Storage:
+    """The store's storage now: Redis's persistence status on every master, then the data
+    folder's room. A Redis that cannot be reached says nothing here (``seckill_redis_up`` and
+    ``/healthz`` say that); its disk still does."""
+    room = available_bytes(data_dir)
+    reason: str | None = None
+    try:
+        found = on_every_master(client, "INFO", "persistence")
+    except redis.RedisError:
+        found = {}
+    # One server answers its fields; a cluster, its fields per node.
+    for info in found.values() if found and all(isinstance(v, dict) for v in found.values()) \
+            else [found]:
+        reason = reason or persistence_error(info)
+    if reason is None and room is not None and room < FULL_BELOW_BYTES:
+        reason = f"the data folder {data_dir}: {NO_SPACE}"
+    elif reason is not None and room is not None and room < FULL_BELOW_BYTES:
+        reason += f" ({NO_SPACE} in {data_dir})"
+    return Storage(reason is None, reason, room)
