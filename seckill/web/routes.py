@@ -20,6 +20,7 @@ from seckill.operator import activities, orders
 from seckill.sql import deliveries
 from seckill.sql.engine import ping
 from seckill.store.plumbing.connection import ping_redis
+from seckill.store.plumbing.storage import read_storage
 from seckill.web import admission as admission_routes
 from seckill.web import blocks as blocks_routes
 from seckill.web import console as console_routes
@@ -161,7 +162,9 @@ def _service() -> Blueprint:
         found = services()
         webhooks = metrics.WebhookCollector(  # read from the database now (issue #27)
             lambda: deliveries.webhook_numbers(found.engine, now_ms()))
-        body, content_type = metrics.render(CensusCollector(found.census), webhooks)
+        storage = metrics.StorageCollector(
+            lambda: read_storage(found.client, found.settings.data_dir))
+        body, content_type = metrics.render(CensusCollector(found.census), webhooks, storage)
         return Response(body, content_type=content_type)
 
     @bp.get("/openapi.json")

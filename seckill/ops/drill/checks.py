@@ -96,6 +96,32 @@ def _counters(label: str, stats: dict[str, dict[str, Any]]) -> list[str]:
     return bad
 
 
+def none_is_final(early: dict[tuple[str, str], tuple[float, dict[str, Any]]],
+                  resolved: dict[tuple[str, str], dict[str, Any]],
+                  stored: dict[str, list[StoredRow]] | None) -> Invariant:
+    """An unknown outcome whose order status said ``none`` within seconds (asked as the sale
+    page asks) never becomes an order later: not in the status asked at the end, not in the
+    database (by the account, or the buyer, that asked)."""
+    name = "an unknown outcome's \"none\" is final"
+    holders: dict[tuple[str, str], str] = {}
+    for rows in (stored or {}).values():
+        for row in rows:
+            holders[(row.aid, row.account or row.uid)] = row.order_id
+    nones = {key: at for key, (at, body) in early.items() if body.get("status") == "none"}
+    later = []
+    for (aid, uid), at in sorted(nones.items()):
+        final = resolved.get((aid, uid), {})
+        oid = (str(final.get("order_id")) if went_through(final)
+               else holders.get((aid, uid), ""))
+        if oid:
+            later.append(f"{aid}/{uid}: none at {at:.1f} s, later order {oid}")
+    unanswered = sum(1 for _, body in early.values() if body.get("status") == "unanswered")
+    return Invariant(name, not later, "; ".join(later[:5]) + (
+        f" (and {len(later) - 5} more)" if len(later) > 5 else "") if later else
+        f"{len(early)} unknown outcomes asked within seconds: {len(nones)} none, all still "
+        f"none at the end" + (f"; {unanswered} unanswered then" if unanswered else ""))
+
+
 def went_through(body: dict[str, Any]) -> bool:
     """Whether an order status says the purchase was made."""
     return bool(body.get("order_id")) and body.get("status") in ("pending", "confirmed",

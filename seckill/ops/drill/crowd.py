@@ -4,7 +4,8 @@ drill, each asking for a purchase URL and then buying once, through keep-alive c
 Every request is bounded by a timeout and recorded (time, phase, endpoint, status, error code,
 a purchase's order id, units and variants, the person behind the account if any). A purchase
 answered 502/503 (but ``paused``)/504, or lost to a timeout or a dropped connection, has an
-*unknown* outcome: :func:`resolve_unknown` asks each such buyer's order status afterwards.
+*unknown* outcome: the crowd asks its order status within seconds, as the sale page does
+(:class:`Asker`), and :func:`resolve_unknown` asks again at the end.
 """
 
 from __future__ import annotations
@@ -22,9 +23,16 @@ from urllib.parse import quote, urlsplit
 
 from edge.identity import mint_user_token
 
-TIMEOUT = 5.0  # seconds, for every request of the crowd
+# Seconds, for every request of the crowd: longer than nginx's read timeout (10 s), as the sale
+# page sets no deadline of its own and hears nginx's 504 first; a gateway answering after that
+# is one the buyer already left.
+TIMEOUT = 15.0
 NETWORK = 0  # the status recorded when no HTTP answer came
-UNKNOWN_STATUSES = frozenset({NETWORK, 502, 503, 504})
+# 503 `unavailable` details that say a purchase was refused before anything was decided (the
+# sale page's REFUSED_DETAILS, and the gray failures' expired purchase and full disk).
+REFUSED_DETAILS = frozenset({"no_replica", "inconsistent", "expired", "storage"})
+# The sale page's waits before each ask of the order status after an unknown outcome (s).
+ORDER_WAITS = (0.0, 0.5, 1.0, 2.0, 4.0)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -42,11 +50,19 @@ class Record:
     units: int = 0  # a purchase answered 200: the units it sold
     person: str = ""  # the person behind the account (their token's person claim), if any
     items: str = ""  # a purchase answered 200 on an activity with variants: "s:1,m:1"
+    detail: str = ""  # an error body's "detail" (503 unavailable: expired, storage, ...)
 
     def unknown_outcome(self) -> bool:
-        """A purchase whose outcome the answer does not tell."""
-        return (self.endpoint == "buy" and self.status in UNKNOWN_STATUSES
+        """A purchase whose outcome the answer does not tell: no answer, or a 5xx but
+        ``paused`` (the sale page asks the order status of all of them)."""
+        return (self.endpoint == "buy" and (self.status == NETWORK or self.status >= 500)
                 and self.error != "paused")
+
+    def refused(self) -> bool:
+        """An answer that says nothing was decided: a 4xx, ``paused``, or a 503 whose detail
+        says it was refused first."""
+        return (400 <= self.status < 500 or self.error == "paused"
+                or (self.status == 503 and self.detail in REFUSED_DETAILS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,6 +206,12 @@ class Crowd:
         self._open.set()
         self._held_since = 0.0
         self.shift = 0.0
+        self.asker: Asker | None = None  # asks unknown outcomes as the sale page does
+
+    def ask_early(self) -> Asker:
+        """Ask every unknown outcome's order status within seconds (started here)."""
+        self.asker = Asker(self.base, self.now).start()
+        return self.asker
 
     def hold(self) -> None:
         """Release no new buyer until :meth:`release` (those in flight go on)."""
@@ -253,18 +275,23 @@ class Crowd:
     def _record(self, phase: str, at: float, endpoint: str, status: int, error: str,
                 buyer: Buyer, order_id: str = "", answer: dict[str, Any] | None = None
                 ) -> None:
-        units, items = 0, ""
+        units, items, detail = 0, "", ""
         if answer is not None and status == 200:
             units, items = units_of(answer) or 0, items_text(answer)
-        self.records.append(Record(round(at, 3), phase, endpoint, status, error, buyer.uid,
-                                   buyer.aid, order_id, units, buyer.person, items))
+        elif answer is not None and status >= 300:
+            detail = str(answer.get("detail") or "")[:40]
+        record = Record(round(at, 3), phase, endpoint, status, error, buyer.uid, buyer.aid,
+                        order_id, units, buyer.person, items, detail)
+        self.records.append(record)
+        if record.unknown_outcome() and self.asker is not None:
+            self.asker.ask(buyer.aid, buyer.uid, self.tokens[buyer.uid])
 
     def _buy(self, public: Client, admin: Client, buyer: Buyer) -> None:
         token = self.tokens[buyer.uid]
         at, phase = self.now(), self.phase()
         status, body, error = public.call("GET", f"/seckill/url?activity={quote(buyer.aid)}",
                                           token)
-        self._record(phase, at, "url", status, error, buyer)
+        self._record(phase, at, "url", status, error, buyer, answer=body)
         url = body.get("url")
         if status != 200 or not isinstance(url, str):
             return
@@ -278,6 +305,56 @@ class Crowd:
                 "POST", f"/admin/orders/{quote(order_id)}/pay", self.admin_token,
                 {"payment_ref": f"drill-{order_id}"[:128]})
             self._record(phase, at, "pay", status, error, buyer, order_id)
+
+
+class Asker:
+    """The sale page's asking after an unknown outcome: the order status, at
+    :data:`ORDER_WAITS` after the failure until it answers, in a few threads of its own (the
+    buyer's own page would block; the crowd's threads must not)."""
+
+    def __init__(self, base: str, now: Callable[[], float], threads: int = 4) -> None:
+        self.base, self.now = base, now
+        self.threads = threads
+        # (aid, uid) -> (seconds since the start when it answered, the order status)
+        self.early: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
+        self._work: queue.Queue[tuple[str, str, str] | None] = queue.Queue()
+        self._pool: list[threading.Thread] = []
+
+    def start(self) -> Asker:
+        """Start the threads."""
+        for n in range(self.threads):
+            thread = threading.Thread(target=self._run, daemon=True, name=f"drill-asker-{n}")
+            thread.start()
+            self._pool.append(thread)
+        return self
+
+    def ask(self, aid: str, uid: str, token: str) -> None:
+        """Ask this buyer's order status soon."""
+        self._work.put((aid, uid, token))
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Finish what was asked (bounded), then stop."""
+        for _ in self._pool:
+            self._work.put(None)
+        deadline = time.monotonic() + timeout
+        for thread in self._pool:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _run(self) -> None:
+        client = Client(self.base)
+        try:
+            while (item := self._work.get()) is not None:
+                aid, uid, token = item
+                found: tuple[float, dict[str, Any]] = (self.now(), {"status": "unanswered"})
+                for wait in ORDER_WAITS:
+                    time.sleep(wait)
+                    status, body, _ = client.call("GET", f"/seckill/{quote(aid)}/order", token)
+                    if status == 200 and isinstance(body.get("status"), str):
+                        found = (round(self.now(), 3), body)
+                        break
+                self.early.setdefault((aid, uid), found)
+        finally:
+            client.close()
 
 
 def resolve_unknown(

@@ -50,6 +50,18 @@ def stored_in_database(database_url: str, aids: list[str]) -> dict[str, list[Sto
     return found
 
 
+def decision_times(database_url: str, aid: str) -> dict[str, int]:
+    """order id -> when the sale decided it (epoch ms), for every stored order of ``aid``."""
+    engine = make_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(sa.select(orders.c.order_id, orders.c.created_ms)
+                                .where(orders.c.activity_id == aid)).all()
+    finally:
+        engine.dispose()
+    return {str(r[0]): int(r[1]) for r in rows}
+
+
 def live_units(rows: list[StoredRow]) -> dict[str, int]:
     """Units of each variant in the confirmed (not cancelled, not expired) orders."""
     units: dict[str, int] = {}

@@ -151,7 +151,7 @@ class Faults:
         fault.note = self._operator_note("resume", status, failures)
         if self.canary.wait_for(lambda s, e: s in (200, 410)):
             fault.back_after = self._since(fault, started)
-        self._healthy(fault, started)
+        self.healthy(fault, started)
 
     @staticmethod
     def _operator_note(what: str, status: int, failures: int) -> str:
@@ -160,7 +160,8 @@ class Faults:
         return (f"the operator's {what} answered {status or 'nothing'} after {failures} "
                 "failed tries (502/503/none)")
 
-    def _healthy(self, fault: Fault, started: float) -> None:
+    def healthy(self, fault: Fault, started: float) -> None:
+        """Note when ``/healthz`` answered 200 again after ``started`` (bounded)."""
         if self.stack.wait_healthy(60):
             fault.healthy_after = self._since(fault, started)
         else:
@@ -175,7 +176,7 @@ class Faults:
         started = time.monotonic()
         fault.name = f"kill -9 {name}"
         fault.back_after = round(self.stack.kill_child(name), 2)
-        self._healthy(fault, started)
+        self.healthy(fault, started)
 
     def restart(self, fault: Fault) -> None:
         """SIGTERM to ``seckill up`` (a Ctrl-C), then ``seckill up`` again on the same data;
@@ -192,7 +193,7 @@ class Faults:
         try:
             self.stack.start()
             fault.back_after = self._since(fault, started)
-            self._healthy(fault, started)
+            self.healthy(fault, started)
         finally:
             self.crowd.release()
         fault.note += f"; no new buyer arrived for {self.crowd.shift - shift:.1f} s (site down)"

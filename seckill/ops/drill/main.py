@@ -1,7 +1,8 @@
 """``seckill drill``: a sale-day fire drill. A crowd of distinct buyers through the real stack
 while it is paused, resumed, has one child of each kind killed with SIGKILL and is stopped and
-started again; then the purchase invariants (:mod:`seckill.ops.drill.checks`). Exit 1 when
-one fails.
+started again (the classic faults), and/or while its parts hang, its disk fills and its shop's
+receiver misbehaves (the gray ones, :mod:`seckill.ops.drill.gray`); then the purchase
+invariants (:mod:`seckill.ops.drill.checks`). Exit 1 when one fails.
 
 Two modes: by default it starts its own ``seckill up`` in a temporary folder
 (:mod:`seckill.ops.drill.stack`); with ``--target URL --admin-url URL`` it runs only the crowd
@@ -20,20 +21,58 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from seckill.config import ConfigError, operator_secrets, own_redis_url
 from seckill.ops.commands import Failure
-from seckill.ops.drill.checks import Evidence, Invariant, StoredRow, check, failed
+from seckill.ops.drill import gray
+from seckill.ops.drill.checks import (
+    Evidence,
+    Invariant,
+    StoredRow,
+    check,
+    failed,
+    none_is_final,
+)
 from seckill.ops.drill.crowd import Client, Crowd, Record, resolve_unknown
-from seckill.ops.drill.database import stored_in_database, variant_books
+from seckill.ops.drill.database import decision_times, stored_in_database, variant_books
+from seckill.ops.drill.dbfaults import Proxy, Schema
 from seckill.ops.drill.faults import Canary, Faults, Operator
 from seckill.ops.drill.plan import plan_activities, plan_buyers
-from seckill.ops.drill.report import Fault, markdown, text, write
+from seckill.ops.drill.report import Fault, Stopwatch, markdown, text, write
 from seckill.ops.drill.stack import PERSON_CLAIM, DrillStack, StackError, seckill_command
 from seckill.ops.drill.webhooks import Receiver, check_events
+from seckill.ops.ports import free_listen_port
+
+# The faults by the names --faults takes, in the order they run; "restart" last of all.
+CLASSIC = ("pause", "kill-valkey", "kill-gunicorn", "kill-worker", "kill-webhooks",
+           "kill-nginx", "restart")
+GRAY = ("freeze-valkey", "freeze-instance", "webhook-receiver", "disk-full", "database-stop",
+        "database-hang")
+SETS = {"classic": CLASSIC, "gray": GRAY, "all": CLASSIC[:-1] + GRAY + CLASSIC[-1:]}
+# A classic step's --faults name, by the first words of its step name.
+CLASSIC_STEPS = {"pause": "pause", "resume": "pause", "kill -9 valkey": "kill-valkey",
+                 "kill -9 gunicorn": "kill-gunicorn", "kill -9 orders worker": "kill-worker",
+                 "kill -9 webhooks dispatcher": "kill-webhooks", "kill -9 nginx": "kill-nginx",
+                 "stop and start": "restart"}
+
+
+def selected_faults(text: str) -> list[str]:
+    """``--faults``: a set's name or a comma list of fault names (and sets), in run order;
+    ConfigError for an unknown one."""
+    wanted: set[str] = set()
+    for word in (w.strip() for w in text.split(",") if w.strip()):
+        if word in SETS:
+            wanted.update(SETS[word])
+        elif word in SETS["all"]:
+            wanted.add(word)
+        else:
+            raise ConfigError(f"--faults: unknown {word!r}; known: "
+                              + ", ".join([*SETS, *SETS["all"]]))
+    return [name for name in SETS["all"] if name in wanted]
 
 
 def describe(body: dict[str, Any]) -> str:
@@ -128,10 +167,11 @@ def _wait_until(started: float, at: float) -> None:
 
 def _finish(args: argparse.Namespace, report_dir: Path, title: str, facts: list[str],
             faults: list[Fault], crowd: Crowd, invariants: list[Invariant],
-            resolved: dict[tuple[str, str], dict[str, Any]]) -> int:
-    body = markdown(title, facts, faults, crowd.records, invariants, resolved)
+            resolved: dict[tuple[str, str], dict[str, Any]], clock: Stopwatch | None = None
+            ) -> int:
+    body = markdown(title, facts, faults, crowd.records, invariants, resolved, clock=clock)
     path = write(report_dir, body, faults, crowd.records)
-    print(text(faults, crowd.records, invariants, resolved), flush=True)
+    print(text(faults, crowd.records, invariants, resolved, clock), flush=True)
     verdict = "an invariant FAILED" if failed(invariants) else "every invariant held"
     print(f"seckill drill: {verdict}; report: {path}", flush=True)
     return 1 if failed(invariants) else 0
@@ -149,14 +189,44 @@ def _shop(operator: Operator) -> Receiver:
     return receiver
 
 
+def _steps(faults_run: Faults, gray_run: gray.GrayFaults, chosen: list[str]
+           ) -> list[tuple[float, str, Callable[[Fault], None]]]:
+    """The chosen steps with the moment each is due (a fraction of the crowd's duration):
+    the classic ones alone at their usual moments, else spread evenly."""
+    classic = [(at, name, step) for at, name, step in faults_run.plan()
+               if CLASSIC_STEPS[name] in chosen]
+    if not any(name in GRAY for name in chosen):
+        return classic
+    by_name = {key: (name, step) for key, name, step in gray_run.plan()}
+    ordered = [(name, step) for _, name, step in classic if name != "stop and start"]
+    ordered += [by_name[key] for key in GRAY if key in chosen]
+    ordered += [(name, step) for _, name, step in classic if name == "stop and start"]
+    return [(0.05 + 0.8 * n / max(1, len(ordered)), name, step)
+            for n, (name, step) in enumerate(ordered)]
+
+
 def run_embedded(args: argparse.Namespace) -> int:
     """The full drill on a stack of its own."""
+    chosen = selected_faults(args.faults)
+    clock = Stopwatch()
     receiver: Receiver | None = None
+    proxy: Proxy | None = None
+    schema: Schema | None = None
     folder = Path(tempfile.mkdtemp(prefix="seckill-drill-"))
     report_dir = Path(args.report).resolve() if args.report else folder / "report"
     run = datetime.now(UTC).strftime("%H%M%S")
-    stack = DrillStack(folder, args.redis_nodes, args.replicas)
-    print(f"seckill drill: starting `{' '.join(stack.argv()[2:])}` in {folder}", flush=True)
+    database_url = ""
+    stack_database: str | None = None
+    if args.database:
+        schema = Schema(args.database, run)
+        schema.create()
+        proxy = Proxy(free_listen_port(), *schema.server())
+        stack_database, database_url = schema.through(proxy.port), schema.direct()
+    stack = DrillStack(folder, args.redis_nodes, args.replicas, stack_database)
+    database_url = database_url or f"sqlite:///{stack.sqlite_path}"
+    disk_reason = stack.mount_small_disk() if "disk-full" in chosen else ""
+    print(f"seckill drill: starting `{' '.join(stack.argv()[2:])}` in {folder}; faults: "
+          f"{', '.join(chosen) or 'none'}", flush=True)
     code = 1
     try:
         took = stack.start()
@@ -166,17 +236,21 @@ def run_embedded(args: argparse.Namespace) -> int:
         for body in activities:
             _create(operator, body)
         aids = [str(a["id"]) for a in activities]
+        clock.lap("set-up (the stack's start, the activities, the shop's receiver)")
         phase = ["calm"]
         started = time.monotonic()
         crowd = Crowd(stack.base, stack.admin_base, stack.jwt_secret, stack.admin_token,
                       plan_buyers(run, args.users, activities), args.duration,
                       lambda: phase[0], started, person_claim=PERSON_CLAIM)
+        asker = crowd.ask_early()
         faults_run = Faults(stack, operator, Canary(stack.base, stack.jwt_secret, aids[0]),
                             aids[0], aids, crowd)
+        gray_run = gray.GrayFaults(stack, operator, crowd, aids[0], receiver, proxy,
+                                   disk_reason, faults_run.healthy)
         timeline = [Fault("calm", 0.0)]
         crowd.start()
         gap = max(1.0, 0.04 * args.duration)  # each step's window long enough to be seen
-        for fraction, name, step in faults_run.plan():
+        for fraction, name, step in _steps(faults_run, gray_run, chosen):
             _wait_until(started, max(fraction * args.duration + crowd.shift,
                                      time.monotonic() - started + (gap if timeline[1:] else 0)))
             fault = Fault(name, round(time.monotonic() - started, 2))
@@ -188,27 +262,39 @@ def run_embedded(args: argparse.Namespace) -> int:
         last = Fault("after the faults", round(time.monotonic() - started, 2))
         timeline.append(last)
         phase[0] = last.name
+        faults_done = time.monotonic() - started
         crowd.join(args.duration + 120)
+        crowd_took = time.monotonic() - started
+        clock.lap(_crowd_lap(args.duration, crowd.shift, faults_done, crowd_took))
+        asker.stop()
         resolved = resolve_unknown(stack.base, stack.jwt_secret, crowd.records, crowd.now,
                                    crowd.tokens)
+        clock.lap("unknown outcomes asked again")
         stats = operator.drained(aids)
+        clock.lap("the orders worker's drain")
         env = {**stack.env(), "SECKILL_DATA_DIR": str(stack.data)}
-        database_url = f"sqlite:///{stack.data / 'seckill.db'}"
         bodies = {str(a["id"]): a for a in activities}
-        evidence = Evidence(crowd.records, stats, stored_in_database(database_url, aids),
-                            resolved, reconcile_all(aids, env), faults_run.snapshots,
-                            activities=bodies)
+        stored = stored_in_database(database_url, aids)
+        evidence = Evidence(crowd.records, stats, stored, resolved, reconcile_all(aids, env),
+                            faults_run.snapshots, activities=bodies)
+        clock.lap("reconcile")
         evidence.variant_books = variant_books(operator, database_url, bodies)
         invariants = check(evidence)
+        invariants.append(none_is_final(asker.early, resolved, stored))
+        invariants += _gray_invariants(gray_run, crowd.records, stack, database_url, aids[0],
+                                       stored) if any(n in GRAY for n in chosen) else []
+        clock.lap("variant books and the gray faults' readings")
         invariants.append(check_events(database_url, aids, receiver))
+        clock.lap("the shop's events (the dispatcher's backlog)")
         facts = [f"`seckill drill {' '.join(sys.argv[2:])}`".replace("  ", " "),
                  f"stack: {stack.shape()}; first start took {took:.1f} s; "
                  f"SECKILL_PERSON_CLAIM={PERSON_CLAIM}",
+                 f"faults: {', '.join(chosen) or 'none'}",
                  f"{args.users} distinct buyers over {args.duration:.0f} s; activities: "
                  + ", ".join(describe(a) for a in activities),
                  f"{len(crowd.records)} requests recorded (every one in requests.csv)"]
         code = _finish(args, report_dir, "Sale-day drill", facts, timeline, crowd, invariants,
-                       resolved)
+                       resolved, clock)
     except StackError as exc:
         print(f"seckill drill: the drill could not run: {exc}", file=sys.stderr, flush=True)
         code = 1
@@ -219,11 +305,50 @@ def run_embedded(args: argparse.Namespace) -> int:
         if stop_code not in (0, None):
             print(f"seckill drill: `seckill up` exited {stop_code} on the final stop",
                   file=sys.stderr)
+        stack.unmount(keep=not (code == 0 and args.report))
+        if proxy is not None:
+            proxy.close()
+        if schema is not None:
+            schema.drop()
         if code == 0 and args.report:
             shutil.rmtree(folder, ignore_errors=True)
         else:
             print(f"seckill drill: the stack's folder (data, logs) is kept: {folder}", flush=True)
     return code
+
+
+def _crowd_lap(duration: float, shift: float, faults_done: float, took: float) -> str:
+    """Why the crowd took longer than ``--duration``."""
+    why = [f"--duration {duration:.0f} s"]
+    if shift >= 0.5:
+        why.append(f"{shift:.1f} s with no new buyer while the site was down")
+    if faults_done > duration + shift + 0.5:
+        why.append(f"the faults and their recoveries ran until {faults_done:.1f} s")
+    rest = took - max(duration + shift, faults_done)
+    if rest >= 0.5:
+        why.append(f"{rest:.1f} s for the last buyers in flight (a request may wait up to "
+                   "15 s, longer than nginx's read timeout)")
+    return "the crowd: " + "; ".join(why)
+
+
+def _gray_invariants(gray_run: gray.GrayFaults, records: list[Record], stack: DrillStack,
+                     database_url: str, aid: str, stored: dict[str, list[StoredRow]]
+                     ) -> list[Invariant]:
+    """The gray faults' invariants, after what the database and the sale say once back."""
+    windows = gray_run.windows
+    hang = next((w for w in windows if w.kind == "database-hang" and not w.not_run), None)
+    settled: dict[str, Any] = {}
+    decided: dict[str, int] = {}
+    if hang is not None:
+        end = next((lv for lv in gray_run.levers if lv.what == "end"), None)
+        settled = gray.settled_state(database_url, stack.base, aid,
+                                     gray.epoch_ms(end.body.get("ends_at")) if end else None)
+        decided = decision_times(database_url, aid)
+    return [gray.followed_new_master(windows, records, aid),
+            gray.gets_moved_away(windows, records),
+            gray.disk_full_refuses(windows, records),
+            gray.database_bounded(windows, gray_run.probes, records),
+            gray.levers_hold(windows, gray_run.levers, settled, stored.get(aid), decided)]
 
 
 def run_target(args: argparse.Namespace) -> int:
@@ -282,7 +407,13 @@ def run(args: argparse.Namespace) -> int:
     """``seckill drill``: the exit code (1 when an invariant failed)."""
     if args.users < 1 or args.duration <= 0:
         raise ConfigError("--users and --duration must be positive")
+    faults = getattr(args, "faults", "classic")
+    args.faults = faults
+    args.database = getattr(args, "database", None)
+    selected_faults(faults)  # an unknown name is a bad option, before anything starts
     if args.target:
+        if args.database or faults != "classic":
+            raise ConfigError("--target runs no fault and uses the deployment's database")
         if args.redis_nodes is not None or args.replicas is not None:
             raise ConfigError("--target runs against a deployment: no --redis-nodes/--replicas")
         return run_target(args)

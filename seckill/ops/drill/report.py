@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import html
-from collections import Counter, defaultdict
+import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from seckill.ops.drill.chart import drawing, to_svg, write_png
 from seckill.ops.drill.checks import Invariant, went_through
 from seckill.ops.drill.crowd import Record
 
 CHART = "chart.svg"
+CHART_PNG = "chart.png"
 MARKDOWN = "report.md"
 REQUESTS = "requests.csv"
 
@@ -36,7 +38,27 @@ def outcome(record: Record) -> str:
 
 
 def _is_error(record: Record) -> bool:
-    return record.status == 0 or (record.status >= 500 and record.error != "paused")
+    return record.status == 0 or (record.status >= 500 and not record.refused())
+
+
+class Stopwatch:
+    """Where a run's time went: laps, each named by what it was spent on."""
+
+    def __init__(self) -> None:
+        self.started = self._last = time.monotonic()
+        self.laps: list[tuple[str, float]] = []
+
+    def lap(self, what: str) -> None:
+        """The time since the last lap was spent on ``what``."""
+        now = time.monotonic()
+        self.laps.append((what, now - self._last))
+        self._last = now
+
+    def lines(self) -> list[str]:
+        """Each lap, and the whole."""
+        total = time.monotonic() - self.started
+        return [f"{what}: {took:.1f} s" for what, took in self.laps] + [
+            f"in all {total:.1f} s so far (the final stop of the stack follows this report)"]
 
 
 def windows(faults: list[Fault], records: list[Record]) -> list[tuple[Fault, list[Record]]]:
@@ -102,7 +124,7 @@ def mark(inv: Invariant) -> str:
 
 def markdown(title: str, facts: list[str], faults: list[Fault], records: list[Record],
              invariants: list[Invariant], resolved: dict[tuple[str, str], dict[str, Any]],
-             chart: bool = True) -> str:
+             chart: bool = True, clock: Stopwatch | None = None) -> str:
     """The whole report in Markdown."""
     verdict = "FAILED" if any(i.ok is False for i in invariants) else "passed"
     parts = [f"# {title}: {verdict}", "", *(f"- {fact}" for fact in facts), "",
@@ -114,13 +136,20 @@ def markdown(title: str, facts: list[str], faults: list[Fault], records: list[Re
     parts += ["## Invariants", "",
               _table(["invariant", "result", "detail"],
                      [[i.name, mark(i), i.detail] for i in invariants]), ""]
+    if clock is not None:
+        parts += ["## Where the time went", "",
+                  "Longer than `--duration`: the stack starts first, the faults take their "
+                  "time to recover, and the checks wait (bounded) for what is still settling.",
+                  "", *(f"- {line}" for line in clock.lines()), ""]
     if chart:
-        parts += ["## Answers per second", "", f"![answers per second by status]({CHART})", ""]
+        parts += ["## Answers per second", "",
+                  f"![answers per second by status]({CHART}) ([PNG]({CHART_PNG}))", ""]
     return "\n".join(parts)
 
 
 def text(faults: list[Fault], records: list[Record], invariants: list[Invariant],
-         resolved: dict[tuple[str, str], dict[str, Any]]) -> str:
+         resolved: dict[tuple[str, str], dict[str, Any]], clock: Stopwatch | None = None
+         ) -> str:
     """The timeline and the invariants for the terminal."""
     lines = ["Timeline:"]
     for row in timeline_rows(faults, records):
@@ -129,79 +158,34 @@ def text(faults: list[Fault], records: list[Record], invariants: list[Invariant]
     lines.append("  " + unknown_summary(records, resolved))
     lines.append("Invariants:")
     lines += [f"  {mark(i)}  {i.name}: {i.detail}" for i in invariants]
+    if clock is not None:
+        lines.append("Where the time went:")
+        lines += [f"  {line}" for line in clock.lines()]
     return "\n".join(lines)
 
 
 # -- the chart ---------------------------------------------------------------------------
 
-COLOURS = {"200": "#2e7d32", "4xx": "#1565c0", "429": "#6a1b9a", "503 paused": "#ef6c00",
-           "5xx": "#c62828", "no answer": "#424242"}
+
+def spans(faults: list[Fault]) -> list[tuple[str, float, float]]:
+    """Each fault's name, start and recovery (healthy, else back, else its start)."""
+    return [(f.name, f.at, f.at + (f.healthy_after or f.back_after or 0.0)) for f in faults]
 
 
-def _series(record: Record) -> str:
-    if record.status == 200:
-        return "200"
-    if record.status == 0:
-        return "no answer"
-    if record.status == 429:
-        return "429"
-    if record.status == 503 and record.error == "paused":
-        return "503 paused"
-    return "5xx" if record.status >= 500 else "4xx"
-
-
-def svg(faults: list[Fault], records: list[Record], width: int = 900, height: int = 320) -> str:
-    """Answers per second by status over the drill, one line each, the faults marked."""
-    counted = [r for r in records if r.endpoint in ("url", "buy")]
-    end = max([r.at for r in counted] + [f.at for f in faults] + [1.0])
-    seconds = int(end) + 1
-    bins: dict[str, list[int]] = defaultdict(lambda: [0] * seconds)
-    for r in counted:
-        bins[_series(r)][int(r.at)] += 1
-    top = max([max(v) for v in bins.values()] + [1])
-    left, right, up, down = 50, 150, 20, 30
-    plot_w, plot_h = width - left - right, height - up - down
-
-    def x(t: float) -> float:
-        return left + plot_w * t / seconds
-
-    def y(v: float) -> float:
-        return up + plot_h * (1 - v / top)
-
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'font-family="sans-serif" font-size="11">',
-           f'<rect width="{width}" height="{height}" fill="white"/>',
-           f'<line x1="{left}" y1="{y(0)}" x2="{left + plot_w}" y2="{y(0)}" stroke="#999"/>',
-           f'<line x1="{left}" y1="{up}" x2="{left}" y2="{y(0)}" stroke="#999"/>',
-           f'<text x="{left - 5}" y="{up + 4}" text-anchor="end">{top}/s</text>',
-           f'<text x="{left - 5}" y="{y(0)}" text-anchor="end">0</text>']
-    for t in range(0, seconds, max(1, seconds // 10)):
-        out.append(f'<text x="{x(t):.1f}" y="{height - 10}" text-anchor="middle">{t}s</text>')
-    for n, fault in enumerate(sorted(faults, key=lambda f: f.at)):
-        if fault.at <= 0:
-            continue
-        out.append(f'<line x1="{x(fault.at):.1f}" y1="{up}" x2="{x(fault.at):.1f}" '
-                   f'y2="{y(0)}" stroke="#888" stroke-dasharray="4 3"/>')
-        out.append(f'<text x="{x(fault.at) + 3:.1f}" y="{up + 12 + 12 * (n % 4)}" '
-                   f'fill="#555">{html.escape(fault.name)}</text>')
-    for row, (name, colour) in enumerate(COLOURS.items()):
-        if name not in bins:
-            continue
-        points = " ".join(f"{x(t + 0.5):.1f},{y(v):.1f}" for t, v in enumerate(bins[name]))
-        out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" '
-                   f'points="{points}"/>')
-        out.append(f'<rect x="{width - right + 15}" y="{up + 16 * row}" width="12" height="3" '
-                   f'fill="{colour}"/><text x="{width - right + 32}" y="{up + 16 * row + 5}">'
-                   f'{html.escape(name)}</text>')
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+def svg(faults: list[Fault], records: list[Record], width: int = 960) -> str:
+    """Answers per second over the drill (see :mod:`seckill.ops.drill.chart`)."""
+    shapes, height = drawing(spans(faults), records, width)
+    return to_svg(shapes, width, height)
 
 
 def write(folder: Path, report_md: str, faults: list[Fault], records: list[Record]) -> Path:
-    """Write ``report.md``, ``chart.svg`` and every request as ``requests.csv``; the
-    Markdown's path."""
+    """Write ``report.md``, ``chart.svg`` (and ``chart.png``) and every request as
+    ``requests.csv``; the Markdown's path."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / CHART).write_text(svg(faults, records), encoding="utf-8")
+    width = 960
+    shapes, height = drawing(spans(faults), records, width)
+    (folder / CHART).write_text(to_svg(shapes, width, height), encoding="utf-8")
+    write_png(shapes, width, height, folder / CHART_PNG)
     with (folder / REQUESTS).open("w", newline="", encoding="utf-8") as out:
         writer = csv.writer(out)
         writer.writerow([f.name for f in dataclasses.fields(Record)])

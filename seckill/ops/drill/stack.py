@@ -36,6 +36,26 @@ FOREIGN = ("REDIS_URL", "DATABASE_URL", "SECKILL_KEY_PREFIX", "SECKILL_REDIS_CLU
            "SECKILL_PERSON_CLAIM")
 
 
+def process_tree(root: int) -> list[int]:
+    """``root`` and its descendants, from /proc (no psutil in a production install)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        parents.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += parents.get(pid, [])
+    return found
+
+
 class StackError(RuntimeError):
     """The drill's stack did not start, stop or come back in time."""
 
@@ -48,10 +68,13 @@ def seckill_command() -> list[str]:
 class DrillStack:
     """One ``seckill up`` over a data folder, started and stopped as many times as asked."""
 
-    def __init__(self, folder: Path, redis_nodes: int | None, replicas: int | None) -> None:
+    def __init__(self, folder: Path, redis_nodes: int | None, replicas: int | None,
+                 database_url: str | None = None) -> None:
         self.folder = folder
         self.data = folder / "data"
         self.redis_nodes, self.replicas = redis_nodes, replicas
+        self.database_url = database_url  # None: SQLite in the data folder
+        self.mounted = False  # the data folder is a small tmpfs of the drill's own
         self.nginx = nginx_binary() is not None
         self.port = free_listen_port()
         self.admin_port = free_listen_port(avoid=[self.port]) if self.nginx else self.port
@@ -87,7 +110,21 @@ class DrillStack:
         redis = (f"Valkey Cluster {self.redis_nodes} masters x {self.replicas or 0} replica(s)"
                  if self.redis_nodes else "one Valkey")
         front = "nginx in front of 2 gunicorn instances" if self.nginx else "one gunicorn"
-        return f"{front}, {redis}, SQLite, `--ip-rate off`"
+        database = "PostgreSQL (through the drill's proxy)" if self.database_url else "SQLite"
+        durability = f", SECKILL_DURABILITY={self.durability}" if self.redis_nodes else ""
+        disk = ", data on a 64 MB tmpfs" if self.mounted else ""
+        return f"{front}, {redis}{durability}, {database}{disk}, `--ip-rate off`"
+
+    @property
+    def durability(self) -> str:
+        """``replica`` on a cluster with replicas (what docs/operating.md recommends there),
+        else ``local``."""
+        return "replica" if self.redis_nodes and self.replicas else "local"
+
+    @property
+    def sqlite_path(self) -> Path:
+        """The SQLite database of a stack without ``--database``."""
+        return self.data / "seckill.db"
 
     def argv(self) -> list[str]:
         """The ``seckill up`` command line."""
@@ -107,8 +144,41 @@ class DrillStack:
         env = {k: v for k, v in environment().items() if k not in FOREIGN}
         env.update(self.secrets)
         env.update({"SECKILL_ENV": "development", "SECKILL_DATA_DIR": str(self.data),
-                    "SECKILL_PERSON_CLAIM": PERSON_CLAIM, "PYTHONUNBUFFERED": "1"})
+                    "SECKILL_PERSON_CLAIM": PERSON_CLAIM, "PYTHONUNBUFFERED": "1",
+                    "SECKILL_DURABILITY": self.durability})
+        if self.database_url:
+            env["DATABASE_URL"] = self.database_url
         return env
+
+    # -- a small data disk ---------------------------------------------------------------
+
+    def mount_small_disk(self, megabytes: int = 64) -> str:
+        """Mount a tmpfs of ``megabytes`` on the data folder (before the first start), so
+        that the disk-full fault fills a disk of the drill's own; "" when done, else why
+        not (the fault is then reported as not run)."""
+        if os.geteuid() != 0:
+            return "not root: the drill mounts the small disk it fills itself"
+        self.data.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m,mode=0700",
+                               "tmpfs", str(self.data)], capture_output=True, text=True)
+        if done.returncode != 0:
+            return f"mount of a tmpfs failed: {(done.stderr or done.stdout).strip()[:200]}"
+        self.mounted = True
+        return ""
+
+    def unmount(self, keep: bool) -> None:
+        """Unmount the small disk (after the last stop); ``keep``: copy its files to
+        ``data.kept`` first (a failed drill keeps its folder)."""
+        if not self.mounted:
+            return
+        if keep:
+            import shutil
+
+            shutil.copytree(self.data, self.folder / "data.kept", dirs_exist_ok=True)
+        done = subprocess.run(["umount", str(self.data)], capture_output=True)
+        if done.returncode != 0:  # a child still holding a file: unmount once it is gone
+            subprocess.run(["umount", "-l", str(self.data)], capture_output=True)
+        self.mounted = False
 
     # -- start and stop ------------------------------------------------------------------
 
@@ -199,6 +269,27 @@ class DrillStack:
         self._wait_for(lambda text: text.count(f"{name} restarted (pid ") > restarted_before,
                        timeout, f"restart of {name}")
         return time.monotonic() - killed
+
+    def tree(self, name: str) -> list[int]:
+        """The child ``name`` and every process under it (a gunicorn master's workers)."""
+        self._read_pids(self._new_text())
+        return process_tree(self.pids[name])
+
+    def signal_child(self, name: str, signum: int) -> list[int]:
+        """Send ``signum`` to the child ``name`` and everything under it; the pids."""
+        pids = self.tree(name)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+        return pids
+
+    def log_text(self) -> str:
+        """``seckill up``'s log since the last start."""
+        return self._new_text()
+
+    def running(self) -> bool:
+        """Whether ``seckill up`` still runs."""
+        return self.process is not None and self.process.poll() is None
 
     def healthy(self) -> bool:
         """Whether ``/healthz`` on the operator listener answers 200 now."""

@@ -1,10 +1,12 @@
-"""The drill's shop (issue #27): a real receiver of the gateway's webhooks, and the invariant
+"""The drill's shop: a real receiver of the gateway's webhooks, and the invariant
 that every stored order's events arrived.
 
 The receiver listens on the loopback, verifies each delivery's signature with the
 ``standardwebhooks`` library (a bad one is answered 401 and counted; one whose connection ends
 before its body, a sender killed between its headers and its body, is counted apart as torn:
-the dispatcher retries it), and records what came:
+the dispatcher retries it), and records what came (it can also be down, slow, answer 500 or
+cut its answer's body, as a shop's endpoint does on a bad day: each event must still arrive
+once by id, in order per order):
 ``webhook-id``, type, order and body. At the end the drill reads the orders of its
 activities from the database and expects, per order: ``order.created``; then
 ``order.paid`` if it was paid, ``order.expired`` if its hold lapsed, ``order.cancelled`` if it
@@ -50,8 +52,17 @@ class Arrival:
     body: bytes
 
 
+# How long the receiver's "slow" mode takes to answer: longer than the dispatcher's attempt
+# timeout (seckill/webhooks/options.py, 10 s), so the attempt fails after the shop took it.
+SLOW_S = 11.0
+MODES = ("ok", "slow", "500", "cut")
+
+
 class Receiver:
-    """A threaded HTTP server on 127.0.0.1 that verifies and records deliveries."""
+    """A threaded HTTP server on 127.0.0.1 that verifies and records deliveries. Its
+    ``mode`` rehearses a shop that misbehaves: ``slow`` (answers after :data:`SLOW_S`),
+    ``500``, ``cut`` (a 200 whose body ends early); :meth:`down` and :meth:`up` close and
+    reopen its port. A delivery it took (verified) is recorded whatever it answered then."""
 
     def __init__(self, secret: str) -> None:
         self.secret = secret
@@ -60,18 +71,32 @@ class Receiver:
         # Attempts whose connection ended before their body did: the dispatcher killed between
         # its headers and its body (two writes), which it retries. Not a bad signature.
         self.torn = 0
+        self.mode = "ok"
+        self.answered: dict[str, int] = {}  # mode -> attempts answered in it
         self._lock = threading.Lock()
-        verifier = Webhook(secret)
+        self._handler = self._make_handler(Webhook(secret))
+        self._server = self._serve(0)
+        self.port = int(self._server.server_address[1])
+
+    def _make_handler(self, verifier: Webhook) -> type[BaseHTTPRequestHandler]:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
+                mode = receiver.mode
                 length = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(length)
                 if len(body) < length:  # the sender is gone: nobody to answer
                     with receiver._lock:
                         receiver.torn += 1
                     self.close_connection = True
+                    return
+                with receiver._lock:
+                    receiver.answered[mode] = receiver.answered.get(mode, 0) + 1
+                if mode == "500":  # refused before the shop looked at it
+                    self.send_response(500)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
                     return
                 try:
                     event = verifier.verify(body, dict(self.headers.items()))
@@ -86,26 +111,47 @@ class Receiver:
                                   data.get("order_id"), body)
                 with receiver._lock:
                     receiver.arrivals.append(arrival)
+                if mode == "slow":
+                    time.sleep(SLOW_S)
+                if mode == "cut":  # a 200 whose body stops half-way, the connection closed
+                    self.send_response(200)
+                    self.send_header("Content-Length", "64")
+                    self.end_headers()
+                    self.wfile.write(b'{"received": tr')
+                    self.close_connection = True
+                    return
                 self.send_response(204)
                 self.end_headers()
 
             def log_message(self, format: str, *args: Any) -> None:
                 return
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                        name="drill-receiver")
+        return Handler
+
+    def _serve(self, port: int) -> ThreadingHTTPServer:
+        server = ThreadingHTTPServer(("127.0.0.1", port), self._handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True,
+                         name="drill-receiver").start()
+        return server
 
     @property
     def url(self) -> str:
         """Where the endpoint is registered."""
-        return f"http://127.0.0.1:{self._server.server_address[1]}/seckill-events"
+        return f"http://127.0.0.1:{self.port}/seckill-events"
 
     def start(self) -> Receiver:
-        """Serve in a thread of its own; returns the receiver."""
-        self._thread.start()
+        """Already serving (in a thread of its own); returns the receiver."""
         return self
+
+    def down(self) -> None:
+        """Close its port: the dispatcher's connections are refused."""
+        self._server.shutdown()
+        self._server.server_close()
+
+    def up(self) -> None:
+        """Open its port again (the same one)."""
+        self._server = self._serve(self.port)
 
     def stop(self) -> None:
         """Stop serving and close the socket."""
