@@ -213,6 +213,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="no stack of its own, no fault: the crowd against this deployment "
                             "(SECKILL_JWT_SECRET, SECKILL_ADMIN_TOKEN from the environment)")
     drill.add_argument("--admin-url", metavar="URL", help="with --target: its operator listener")
+    drill.add_argument("--faults", default="classic", metavar="LIST",
+                       help="which faults: classic (default), gray, all, or a comma list of "
+                            "their names (docs/drill.md)")
+    drill.add_argument("--database", metavar="URL",
+                       help="a PostgreSQL server for the drill's stack (a schema of its own, "
+                            "dropped afterwards, reached through a proxy of the drill's own)")
     drill.set_defaults(handler=cmd_drill)
 
     token = commands.add_parser("token", help="print a user JWT signed with SECKILL_JWT_SECRET")

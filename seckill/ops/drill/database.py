@@ -18,7 +18,7 @@ from seckill.domain.variants import items_from_body
 from seckill.ops.drill.checks import StoredRow, VariantBooks, books_agree
 from seckill.ops.drill.faults import Operator
 from seckill.sql.engine import make_engine
-from seckill.sql.schema import orders
+from seckill.sql.schema import activities, orders
 
 
 def _items(text: str | None) -> tuple[tuple[str, int], ...]:
@@ -50,16 +50,27 @@ def stored_in_database(database_url: str, aids: list[str]) -> dict[str, list[Sto
     return found
 
 
-def decision_times(database_url: str, aid: str) -> dict[str, int]:
-    """order id -> when the sale decided it (epoch ms), for every stored order of ``aid``."""
+def _read(database_url: str, query: sa.Select[Any]) -> list[Any]:
     engine = make_engine(database_url)
     try:
         with engine.connect() as conn:
-            rows = conn.execute(sa.select(orders.c.order_id, orders.c.created_ms)
-                                .where(orders.c.activity_id == aid)).all()
+            return list(conn.execute(query).all())
     finally:
         engine.dispose()
+
+
+def decision_times(database_url: str, aid: str) -> dict[str, int]:
+    """order id -> when the sale decided it (epoch ms), for every stored order of ``aid``."""
+    rows = _read(database_url, sa.select(orders.c.order_id, orders.c.created_ms)
+                 .where(orders.c.activity_id == aid))
     return {str(r[0]): int(r[1]) for r in rows}
+
+
+def activity_row(database_url: str, aid: str) -> dict[str, Any]:
+    """The activity's ``paused`` and ``ends_ms`` as the database holds them."""
+    rows = _read(database_url, sa.select(activities.c.paused, activities.c.ends_ms)
+                 .where(activities.c.id == aid))
+    return {"paused": bool(rows[0][0]), "ends_ms": int(rows[0][1])} if rows else {}
 
 
 def live_units(rows: list[StoredRow]) -> dict[str, int]:

@@ -22,19 +22,16 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-import sqlalchemy as sa
-
 from seckill.ops.cluster import DEFAULT_NODE_TIMEOUT_MS
 from seckill.ops.drill.checks import Invariant, StoredRow
 from seckill.ops.drill.crowd import Client, Crowd, Record
+from seckill.ops.drill.database import activity_row
 from seckill.ops.drill.dbfaults import Proxy, WriteLock
 from seckill.ops.drill.faults import Operator
 from seckill.ops.drill.report import Fault
 from seckill.ops.drill.stack import DrillStack
 from seckill.ops.drill.webhooks import Receiver
 from seckill.ops.nginx import NginxOptions
-from seckill.sql.engine import make_engine
-from seckill.sql.schema import activities
 
 # A freeze lasts longer than nginx's read timeout, so that nginx gives up on the part first.
 FREEZE_S = float(NginxOptions.read_timeout) + 2.0
@@ -160,9 +157,10 @@ class GrayFaults:
             "node": name, "follow_bound": (DEFAULT_NODE_TIMEOUT_MS / 1000 + FOLLOW_SLACK_S
                                            if failover else None)})
         self.windows.append(window)
-        self.stack.signal_child(name, signal.SIGSTOP)
+        group = self.stack.signal_child(name, signal.SIGSTOP)
         time.sleep(FREEZE_S)
-        self.stack.signal_child(name, signal.SIGCONT)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGCONT)
         window.end = self._now()
         fault.note = f"frozen {FREEZE_S:.0f} s" + (" (a replica takes over)" if failover
                                                    else " (no replica: sales wait)")
@@ -174,13 +172,12 @@ class GrayFaults:
         window = Window("freeze-instance", self._now(), 0.0,
                         info={"nginx": self.stack.nginx})
         self.windows.append(window)
-        pids = self.stack.signal_child("gunicorn-1", signal.SIGSTOP)
+        group = self.stack.signal_child("gunicorn-1", signal.SIGSTOP)
         time.sleep(FREEZE_S)
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
+        with contextlib.suppress(ProcessLookupError):  # the same group, even if restarted
+            os.killpg(group, signal.SIGCONT)
         window.end = self._now()
-        fault.note = f"{len(pids)} processes frozen {FREEZE_S:.0f} s"
+        fault.note = f"its master and workers frozen {FREEZE_S:.0f} s"
         fault.back_after = round(window.end - window.start, 2)
         self._healthy(fault, time.monotonic() - (self._now() - window.start))
 
@@ -309,18 +306,6 @@ class GrayFaults:
 
 
 # -- what the database and the sale say after the levers ----------------------------------
-
-
-def activity_row(database_url: str, aid: str) -> dict[str, Any]:
-    """The activity's ``paused`` and ``ends_ms`` as the database holds them."""
-    engine = make_engine(database_url)
-    try:
-        with engine.connect() as conn:
-            row = conn.execute(sa.select(activities.c.paused, activities.c.ends_ms)
-                               .where(activities.c.id == aid)).first()
-    finally:
-        engine.dispose()
-    return {} if row is None else {"paused": bool(row[0]), "ends_ms": int(row[1])}
 
 
 def epoch_ms(iso: object) -> int | None:

@@ -36,26 +36,6 @@ FOREIGN = ("REDIS_URL", "DATABASE_URL", "SECKILL_KEY_PREFIX", "SECKILL_REDIS_CLU
            "SECKILL_PERSON_CLAIM")
 
 
-def process_tree(root: int) -> list[int]:
-    """``root`` and its descendants, from /proc (no psutil in a production install)."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        parents.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo += parents.get(pid, [])
-    return found
-
-
 class StackError(RuntimeError):
     """The drill's stack did not start, stop or come back in time."""
 
@@ -270,18 +250,14 @@ class DrillStack:
                        timeout, f"restart of {name}")
         return time.monotonic() - killed
 
-    def tree(self, name: str) -> list[int]:
-        """The child ``name`` and every process under it (a gunicorn master's workers)."""
+    def signal_child(self, name: str, signum: int) -> int:
+        """Send ``signum`` to the child ``name`` and everything under it (a gunicorn
+        master's workers): its process group, as each child has its own; the group."""
         self._read_pids(self._new_text())
-        return process_tree(self.pids[name])
-
-    def signal_child(self, name: str, signum: int) -> list[int]:
-        """Send ``signum`` to the child ``name`` and everything under it; the pids."""
-        pids = self.tree(name)
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signum)
-        return pids
+        group = os.getpgid(self.pids[name])
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signum)
+        return group
 
     def log_text(self) -> str:
         """``seckill up``'s log since the last start."""
