@@ -57,8 +57,18 @@ class Frozen:
         self.process = process
 
     def freeze(self) -> None:
-        """SIGSTOP."""
+        """SIGSTOP, and wait (bounded) until the process is stopped: the signal is delivered
+        asynchronously, and a fault that starts before it would not be one."""
         os.kill(self.process.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            try:
+                stat = Path(f"/proc/{self.process.pid}/stat").read_text()
+            except OSError:
+                return
+            if stat[stat.rindex(")") + 2] in "Tt":
+                return
+            time.sleep(0.01)
 
     def thaw(self) -> None:
         """SIGCONT."""
