@@ -7,11 +7,11 @@ crafted evidence that must fail).
 - no buyer holds two orders of one activity, nor was answered 200 twice there;
 - nothing is left pending once the worker has drained (a bounded wait);
 - ``seckill reconcile`` finds no difference for any activity;
-- per variant (issue #26): each variant's ``sold + remaining == total`` at the same points,
+- per variant: each variant's ``sold + remaining == total`` at the same points,
   the variants add up to the activity's counters, each variant's ``sold`` equals the units of
   its live stored orders, and (without a payment window, where nothing comes back) the crowd
   was never answered 200 for more units of a variant than it has;
-- per person (issue #26): on an activity limited by person, no person (all their accounts
+- per person: on an activity limited by person, no person (all their accounts
   together) holds more than one order or more than ``per_user_limit`` units, as the crowd saw
   it and as the database holds it.
 """
@@ -190,7 +190,7 @@ def check(ev: Evidence) -> list[Invariant]:
     return found
 
 
-# -- issue #26: variants and people ---------------------------------------------------------
+# -- variants and people -------------------------------------------------------------------
 
 def variant_sums(stats: dict[str, Any]) -> str:
     """How an activity's variants fail to add up to its own counters ("" when they do).

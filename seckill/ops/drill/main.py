@@ -178,7 +178,7 @@ def _finish(args: argparse.Namespace, report_dir: Path, title: str, facts: list[
 
 
 def _shop(operator: Operator) -> Receiver:
-    """The shop's receiver (issue #27), started and registered for every event type."""
+    """The shop's receiver, started and registered for every event type."""
     secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
     receiver = Receiver(secret).start()
     status, answer, _ = operator.insist(

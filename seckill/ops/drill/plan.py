@@ -1,6 +1,6 @@
 """The drill's activities and its crowd: who buys what, with which body, as which person.
 
-On a stack of its own, four activities (issue #26 added the last two shapes):
+On a stack of its own, four activities:
 
 - ``a`` plain, sells out near the end (the one paused, and whose Valkey master is killed);
 - ``b`` with a payment window and three **variants** of uneven stock (every other winner
