@@ -225,20 +225,15 @@ def no_replica(exc: BaseException) -> bool:
 
 
 def unavailable(exc: redis.RedisError) -> errors.Unavailable:
-    """The 503 of a write Redis did not take: ``no_replica`` or ``storage`` (refused before
-    anything was decided; another try later is safe) or the failure's class name (the outcome
-    may be unknown)."""
+    """The 503 of a write Redis did not take: ``no_replica``, ``storage`` (MISCONF: its disk
+    takes no writes, so it refused this one before it ran), both safe to try again later, or
+    the failure's class name (the outcome may be unknown)."""
     if no_replica(exc):
         return errors.Unavailable(
             "no replica can confirm a write now; nothing was decided, try again in a few "
             "seconds", detail=NO_REPLICA)
-    # MISCONF: the server cannot write its AOF or snapshot (a full or failing disk) and
-    # refuses every write, a script's first one included, before it runs; it takes writes
-    # again by itself once its disk does.
     if isinstance(exc, redis.ResponseError) and str(exc).startswith("MISCONF"):
-        return errors.Unavailable(
-            "the sale's store cannot write to its disk; nothing was decided, try again later",
-            detail="storage")
+        return errors.Unavailable("the store's disk takes no writes now", detail="storage")
     return errors.Unavailable(detail=type(exc).__name__)
 
 
