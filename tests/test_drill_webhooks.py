@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 from datetime import UTC, datetime
 
+import pytest
 import urllib3
 from standardwebhooks.webhooks import Webhook
 
@@ -94,3 +95,33 @@ def test_a_sold_out_activity_without_its_event_is_named():
                    b'{"type":"activity.sold_out","data":{"activity":"a","total":3,"sold":3}}')
     assert missing_sold_out({"a"}, [*GOOD, told]) == []
     assert missing_sold_out({"a", "b"}, [*GOOD, told]) == ["b: sold out, no activity.sold_out"]
+
+
+def test_the_receiver_misbehaves_as_asked_and_comes_back():
+    """Down (refused), 500 (not taken), a cut body (taken, the answer torn), then well."""
+    receiver = Receiver(SECRET).start()
+    http = urllib3.PoolManager(retries=False, timeout=5)
+    body = b'{"type":"order.created","data":{"order_id":"a:1"}}'
+
+    def send(wid: str) -> int:
+        stamp = datetime.now(UTC)
+        headers = {"webhook-id": wid, "webhook-timestamp": str(int(stamp.timestamp())),
+                   "webhook-signature": Webhook(SECRET).sign(wid, stamp, body.decode()),
+                   "content-type": "application/json"}
+        return http.request("POST", receiver.url, body=body, headers=headers).status
+
+    try:
+        receiver.down()
+        with pytest.raises(urllib3.exceptions.NewConnectionError):
+            send("msg_0")
+        receiver.up()
+        receiver.mode = "500"
+        assert send("msg_1") == 500
+        receiver.mode = "cut"
+        with pytest.raises(urllib3.exceptions.ProtocolError):
+            send("msg_2")
+        receiver.mode = "ok"
+        assert send("msg_3") == 204
+    finally:
+        receiver.stop()
+    assert [a.webhook_id for a in receiver.snapshot()] == ["msg_2", "msg_3"]
