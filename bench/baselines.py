@@ -86,11 +86,11 @@ def seed_app() -> Flask:
 
     @app.post("/seed/<aid>/<uid>/buy")
     def seed(aid: str, uid: str) -> tuple[dict[str, Any], int]:
-        return answer(seed_script(keys=keys.activity_keys(aid), args=[uid, 1, aid]))
+        return answer(seed_script(keys=keys.activity_keys(aid), args=[uid, 1, aid, 0]))
 
     @app.post("/script/<aid>/<uid>/buy")
     def script(aid: str, uid: str) -> tuple[dict[str, Any], int]:
-        return answer(current_script(keys=keys.activity_keys(aid), args=[uid, 1, aid]))
+        return answer(current_script(keys=keys.activity_keys(aid), args=[uid, 1, aid, 0]))
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:

@@ -72,7 +72,7 @@ def _sale(client: redis.Redis, prefix: str, buyers: int, batch: int) -> MemoryRe
     for start in range(0, buyers, batch):
         pipe = client.pipeline(transaction=False)
         for i in range(start, min(buyers, start + batch)):
-            scripts.purchase(keys=activity_keys, args=[f"user-{i:07d}", 1, aid], client=pipe)
+            scripts.purchase(keys=activity_keys, args=[f"user-{i:07d}", 1, aid, 0], client=pipe)
         ok += sum(1 for reply in pipe.execute() if reply[0] == "ok")
     seconds = time.monotonic() - started
     info = client.info("memory")

@@ -10,10 +10,13 @@
 -- ARGV[1]  user id (already validated by the edge)
 -- ARGV[2]  quantity (must be 1: one packet per user)
 -- ARGV[3]  activity id, written into the order id and the stream entry (data, not a key)
+-- ARGV[4]  the decision deadline, epoch ms on Redis's clock (0: none):
+--          include/sale_opening.lua
 -- then, with a payment window: holds, payments, expired (include/payment_hold.lua)
--- then the per-user rate limit's counters, ARGV[4..] its rates (include/rate_limit.lua)
+-- then the per-user rate limit's counters, ARGV[5..] its rates (include/rate_limit.lua)
 --
 -- Returns a flat array, first element the outcome:
+--   {"expired", ms}                           past the deadline: nothing at all was done
 --   {"rate_limited", ms}                      over SECKILL_USER_RATE: nothing else was done
 --   {"ok", order_id, remaining, amount[, pay_by]}  remaining: packets left; amount: cents;
 --                                             pay_by (ms) with a payment window

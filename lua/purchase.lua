@@ -17,14 +17,17 @@
 -- ARGV[2]  quantity (integer >= 1, already validated against the cached limit); with
 --          variants, the items instead: "<vid>:<n>,<vid>:<n>" (include/variant_purchase.lua)
 -- ARGV[3]  activity id, written into the order id and the stream entry (data, not a key)
+-- ARGV[4]  the decision deadline, epoch ms on Redis's clock (0: none): past it, nothing is
+--          done (include/sale_opening.lua)
 -- then, with a payment window (meta payment_window > 0), holds, payments, expired
 --                                  (include/payment_hold.lua)
--- then the per-user rate limit's counters, ARGV[4..] its rates (include/rate_limit.lua)
+-- then the per-user rate limit's counters, ARGV[5..] its rates (include/rate_limit.lua)
 --
 -- <tag> is the activity id, or for part j of a sharded activity the part's tag (seckill/
 -- store/shards.py); a sharded purchase always runs on the buyer's home part.
 --
 -- Returns a flat array, first element the outcome:
+--   {"expired", ms}                    past the deadline by ms: nothing at all was done
 --   {"rate_limited", ms}               over SECKILL_USER_RATE: nothing else was done
 --   {"ok", order_id, remaining[, pay_by]}  remaining is -1 for unlimited stock (this
 --                                      part's); pay_by (ms) with a payment window

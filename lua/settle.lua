@@ -7,7 +7,8 @@
 -- KEYS[5]  seckill:{<home tag>}:received  hash: "<claim id>@<donor part>" -> units received
 -- ARGV[1]  user id, or "<person key>|<account>" (as purchase.lua's)   ARGV[2] quantity
 -- ARGV[3]  activity id (data)   ARGV[4] claim id
--- ARGV[5..] pairs: a donor's part number, the units it lent to this claim
+-- ARGV[5]  the purchase's decision deadline, epoch ms on Redis's clock (0: none)
+-- ARGV[6..] pairs: a donor's part number, the units it lent to this claim
 -- KEYS[6..8] with a payment window: holds, payments, expired (include/payment_hold.lua)
 --
 -- Returns:
@@ -17,6 +18,8 @@
 --   {"insufficient_stock", remaining}  fewer units than asked, everywhere together
 --   {"already_purchased", order_id}    the claim was taken over and that purchase won
 --   {"superseded"}                     the claim was taken over (or released) meanwhile
+--   {"expired", ms}                    past the purchase's deadline by ms: nothing sold, the
+--                                      claim's units back in this part's stock
 --   {"expired"}                        the claim is older than SETTLE_LIMIT_MS: nothing
 --                                      changes (a transfer left in transit is delivered by
 --                                      `seckill reconcile --repair`, never twice)
@@ -40,7 +43,7 @@ local claim_id = ARGV[4]
 if now_ms - tonumber(string.match(claim_id, '^(%d+):')) > SETTLE_LIMIT_MS then
   return {'expired'}
 end
-for i = 5, #ARGV - 1, 2 do
+for i = 6, #ARGV - 1, 2 do
   receive_units(KEYS[5], claim_id, ARGV[i], tonumber(ARGV[i + 1]))
 end
 local remaining = tonumber(redis.call('HGET', KEYS[1], 'remaining'))
@@ -64,6 +67,11 @@ if not held then
 end
 redis.call('HDEL', KEYS[4], uid)
 redis.call('HINCRBY', KEYS[1], 'held', -held)
+local deadline_ms = tonumber(ARGV[5]) or 0
+if deadline_ms > 0 and now_ms > deadline_ms then
+  redis.call('HINCRBY', KEYS[1], 'remaining', held)
+  return {'expired', now_ms - deadline_ms}
+end
 if remaining + held < qty then
   remaining = redis.call('HINCRBY', KEYS[1], 'remaining', held)
   if remaining == 0 then

@@ -49,7 +49,8 @@ class Lua:
         return activity
 
     def purchase(self, aid: str, uid: str, quantity: Any = 1) -> list[Any]:
-        reply = self.scripts.purchase(keys=self.keys.activity_keys(aid), args=[uid, quantity, aid])
+        reply = self.scripts.purchase(keys=self.keys.activity_keys(aid),
+                                      args=[uid, quantity, aid, 0])
         assert isinstance(reply, list)
         return reply
 
@@ -305,7 +306,7 @@ def test_stock_never_negative_under_concurrency(lua, valkey):
             own = clients[i % len(clients)]
             script = own.register_script(lua_source("purchase"))
             reply = script(keys=lua.keys.activity_keys(activity.id),
-                           args=[f"u{i % 150}", 1 + i % 2, activity.id])
+                           args=[f"u{i % 150}", 1 + i % 2, activity.id, 0])
             assert isinstance(reply, list)
             return reply
 

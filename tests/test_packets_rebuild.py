@@ -111,9 +111,9 @@ def test_each_script_refuses_the_other_kind_and_the_service_reroutes(
     scripts, keys = services.scripts, services.keys
     packets_aid = create(client, amount=100, count=2)["id"]
     stock_aid = make_activity(total=2)["id"]
-    assert scripts.purchase(keys=keys.activity_keys(packets_aid), args=["x", 1, packets_aid]) \
+    assert scripts.purchase(keys=keys.activity_keys(packets_aid), args=["x", 1, packets_aid, 0]) \
         == ["wrong_kind", "packets"]
-    assert scripts.grab(keys=keys.grab_keys(stock_aid), args=["x", 1, stock_aid]) == [
+    assert scripts.grab(keys=keys.grab_keys(stock_aid), args=["x", 1, stock_aid, 0]) == [
         "wrong_kind", "stock"]
     assert int(rds.llen(key(prefix, packets_aid, "packets"))) == 2
     purchases: Purchases = services.purchases

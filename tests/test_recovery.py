@@ -101,7 +101,7 @@ def test_flushall_during_a_sale_rebuilds_from_the_database(
 
     rds.flushall()
     keys = KeySpace(prefix)
-    assert Scripts(rds).purchase(keys=keys.activity_keys(aid), args=["probe", 1, aid]) == [
+    assert Scripts(rds).purchase(keys=keys.activity_keys(aid), args=["probe", 1, aid, 0]) == [
         "uninitialized"
     ], "a lost activity must say so, not 'sold out' nor 'unlimited'"
     assert rds.dbsize() == 0

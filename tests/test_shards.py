@@ -154,7 +154,7 @@ def test_claims_on_different_parts_never_share_an_id(
     ids = []
     for part, tag in enumerate(part_tags(aid, shards)):
         for uid in users_homed(shards, part, 2, f"c{part}-"):
-            reply = scripts.purchase(keys=keys.part_keys(tag), args=[uid, 1, aid])
+            reply = scripts.purchase(keys=keys.part_keys(tag), args=[uid, 1, aid, 0])
             assert reply[0] == "borrow", reply
             number = int(str(reply[1]).split(":")[1])
             assert number % shards == part, reply

@@ -71,7 +71,7 @@ def test_a_gateway_dying_mid_borrow_strands_nothing_that_reconcile_cannot_repair
     uid = users_homed(2, 0, 1, "crash")[0]
     # The crash, step by step: home holds its 2 units and asks for 1 more; the donor lends
     # it; the gateway dies before settle.lua.
-    reply = scripts.purchase(keys=keys.part_keys(home), args=[uid, 3, aid])
+    reply = scripts.purchase(keys=keys.part_keys(home), args=[uid, 3, aid, 0])
     assert reply[0] == "borrow" and int(reply[2]) == 1
     lent = scripts.lend(keys=[keys.meta(donor), keys.transfers(donor)],
                         args=[reply[1], 1, home, uid])
@@ -113,7 +113,7 @@ def test_a_claim_that_borrowed_from_two_parts_gets_both_deliveries(
     keys, scripts = KeySpace(prefix), services.scripts
     tags = part_tags(aid, 3)
     uid = users_homed(3, 0, 1, "two")[0]
-    reply = scripts.purchase(keys=keys.part_keys(tags[0]), args=[uid, 3, aid])
+    reply = scripts.purchase(keys=keys.part_keys(tags[0]), args=[uid, 3, aid, 0])
     assert reply[0] == "borrow" and int(reply[2]) == 2
     for donor in tags[1:]:
         lent = scripts.lend(keys=[keys.meta(donor), keys.transfers(donor)],
@@ -140,7 +140,7 @@ def test_a_stale_claim_is_taken_over_by_its_buyer(
     keys, scripts = KeySpace(prefix), app.extensions["seckill"].scripts
     home, donor = part_tags(aid, 2)
     uid = users_homed(2, 0, 1, "slow")[0]
-    reply = scripts.purchase(keys=keys.part_keys(home), args=[uid, 2, aid])
+    reply = scripts.purchase(keys=keys.part_keys(home), args=[uid, 2, aid, 0])
     assert reply[0] == "borrow"  # holds part 0's unit, the gateway dies
     age(rds, keys, home, donor, uid, 11_000)  # past the 10 s lease
     bought = expect(buy(client, aid, uid, {"quantity": 2}), 200)

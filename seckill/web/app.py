@@ -84,7 +84,7 @@ def create_app(config: Settings | Mapping[str, str] | None = None) -> Flask:
     # The sale's two hot routes, answered before Flask's request machinery (seckill.web.hot).
     app.wsgi_app = HotRoutes(  # type: ignore[method-assign]
         app.wsgi_app, chain, services.sale, signer, finish, services.queue,
-        services.challenges)
+        services.challenges, settings.purchase_budget_ms)
 
     logging.getLogger("seckill").setLevel(logging.INFO)
     return app

@@ -83,6 +83,29 @@ def _decoded(segment: str) -> str:
     return segment.encode("latin-1").decode(errors="replace")
 
 
+def purchase_deadline(stamp: str | None, received_ms: int, budget_ms: int) -> int:
+    """The moment (epoch ms) after which a purchase may no longer be decided: ``budget_ms``
+    after its arrival. The arrival is nginx's stamp (``X-Request-Start: t=<seconds>``, as
+    ``$msec`` writes it; milli- or microseconds are read too) when it is earlier than this
+    process's receipt ``received_ms``: a request that waited in a stalled instance is measured
+    from when its buyer's clock started. A later stamp never moves the deadline past the one
+    of this process's own receipt (a client talking to gunicorn directly could send any)."""
+    arrival = received_ms
+    if stamp:
+        raw = stamp[2:] if stamp.startswith("t=") else stamp
+        try:
+            value = float(raw)
+        except ValueError:
+            value = 0.0
+        if value > 1e14:  # microseconds
+            value /= 1000
+        elif value < 1e11:  # seconds
+            value *= 1000
+        if 0 < value < received_ms:
+            arrival = int(value)
+    return arrival + budget_ms
+
+
 def _query(environ: WSGIEnviron) -> dict[str, str]:
     query: str = environ.get("QUERY_STRING") or ""
     if _PLAIN_QUERY.fullmatch(query) is not None:
@@ -104,7 +127,7 @@ class HotRoutes:
 
     def __init__(self, flask_app: WSGIApp, edge: Chain, sale: SaleState,
                  signer: PurchaseUrlSigner, finish: Finish, queue: AdmissionQueue,
-                 challenges: ChallengeCheck) -> None:
+                 challenges: ChallengeCheck, purchase_budget_ms: int) -> None:
         self.flask_app = flask_app
         self.edge = edge
         self.sale = sale
@@ -112,6 +135,7 @@ class HotRoutes:
         self.finish = finish
         self.queue = queue
         self.challenges = challenges
+        self.purchase_budget_ms = purchase_budget_ms
 
     def __call__(self, environ: WSGIEnviron, start_response: StartResponse) -> Iterable[bytes]:
         """Answer a hot route, or hand the request to Flask."""
@@ -134,6 +158,7 @@ class HotRoutes:
     def _answer(self, environ: WSGIEnviron, start_response: StartResponse, route: Route,
                 view_args: dict[str, str]) -> Iterable[bytes]:
         started = time.perf_counter()
+        received_ms = now_ms()
         method = environ.get("REQUEST_METHOD") or ""
         headers: dict[str, str] = {}
         query: dict[str, str] | None = None
@@ -147,7 +172,8 @@ class HotRoutes:
                 route.wanted, route.endpoint, environ.get("HTTP_AUTHORIZATION"), view_args,
                 query))
             if route is BUY:
-                body = self.buy(passage, environ)
+                body = self.buy(passage, environ, purchase_deadline(
+                    environ.get("HTTP_X_REQUEST_START"), received_ms, self.purchase_budget_ms))
             elif route is QUEUE_STATUS or route is QUEUE_JOIN:
                 body = self.queue_call(passage, environ, method)
             else:
@@ -170,18 +196,19 @@ class HotRoutes:
         ])
         return [] if method == "HEAD" else [payload]
 
-    def buy(self, passage: Passage, environ: WSGIEnviron) -> dict[str, Any]:
+    def buy(self, passage: Passage, environ: WSGIEnviron, deadline_ms: int) -> dict[str, Any]:
         """A purchase the edge let through: its terms (body or query), then the script's
-        decision."""
+        decision, taken only until ``deadline_ms`` (:func:`purchase_deadline`)."""
         activity = passage.require_activity()
         body = purchase_terms(environ)
         if activity.variants:  # the terms name the variants bought (seckill/domain/variants.py)
             items = parse_variant_purchase(body, activity.variants, activity.per_user_limit)
             return self.sale.purchase_items(activity, passage.require_uid(), items,
-                                            person=passage.person).body()
+                                            person=passage.person,
+                                            deadline_ms=deadline_ms).body()
         quantity = parse_quantity(body, activity.per_user_limit)
         return self.sale.purchase(activity, passage.require_uid(), quantity,
-                                  person=passage.person).body()
+                                  person=passage.person, deadline_ms=deadline_ms).body()
 
     def issue_url(self, passage: Passage) -> dict[str, Any]:
         """The signed purchase URL for a user the edge let through."""

@@ -81,17 +81,18 @@ class SaleState:
     # -- the purchase ----------------------------------------------------------------------
 
     def purchase(self, activity: Activity, uid: str, quantity: int,
-                 person: str | None = None) -> Purchase:
+                 person: str | None = None, deadline_ms: int = 0) -> Purchase:
         """The script's decision on a purchase the edge let through, folded into this
         process's copy and flag; a refusal is raised as its ``errors`` exception. ``person``:
-        the verified person behind ``uid``, who buys on a person-limited activity."""
+        the verified person behind ``uid``, who buys on a person-limited activity;
+        ``deadline_ms``: the moment (epoch ms, 0: none) after which nothing is decided."""
         who = buyer(activity, uid, person)
         try:
             then = (self.queue.after_purchase(activity.id, who)
                     if activity.queued and self.queue is not None else None)
             bought = self.purchases.purchase(activity.id, uid, quantity, activity.kind,
                                              activity.shards, activity.payment_window, then,
-                                             buyer=who)
+                                             buyer=who, deadline_ms=deadline_ms)
         except errors.SoldOut:
             # A sharded activity says so only once every part was asked and had nothing.
             self.cache.note_remaining(activity.id, 0)
@@ -109,7 +110,7 @@ class SaleState:
         return bought
 
     def purchase_items(self, activity: Activity, uid: str, items: Items,
-                       person: str | None = None) -> Purchase:
+                       person: str | None = None, deadline_ms: int = 0) -> Purchase:
         """A purchase of variants (``items``, checked against the copy's variants): a variant
         this process knows is gone is refused here (the board's flag, no Redis call), the
         rest is the script's one all-or-nothing decision, folded into the copy and the flags
@@ -125,7 +126,8 @@ class SaleState:
                     if activity.queued and self.queue is not None else None)
             bought = self.purchases.purchase_items(activity.id, uid, items,
                                                    activity.payment_window, then,
-                                                   argv_user=script_buyer(uid, who))
+                                                   argv_user=script_buyer(uid, who),
+                                                   deadline_ms=deadline_ms)
         except errors.SoldOut:
             self.cache.note_remaining(activity.id, 0)
             self.board.mark(activity.id)

@@ -28,6 +28,9 @@ from seckill.store.sale.sharded import INCONSISTENT, ShardedPurchases
 
 log = logging.getLogger("seckill.stock")
 
+EXPIRED = ("your purchase reached the stock too late to be decided (past its deadline): nothing "
+           "was bought; you may try again")
+
 
 class Purchases:
     """The purchase decision on Redis: one script (and the durability wait) per purchase."""
@@ -46,7 +49,7 @@ class Purchases:
 
     def purchase(self, aid: str, uid: str, quantity: int, kind: str = STOCK,
                  shards: int = 1, window: int = 0, then: FollowUp | None = None,
-                 buyer: str | None = None) -> Purchase:
+                 buyer: str | None = None, deadline_ms: int = 0) -> Purchase:
         """Buy units (``lua/purchase.lua``) or, for a packets activity, grab one packet
         (``lua/grab.lua``). ``kind`` is what the caller's copy of the activity says; each script
         checks it, and a copy that was wrong costs one more round trip, never a wrong sale.
@@ -55,11 +58,14 @@ class Purchases:
         ``window`` (a payment window, seconds; fixed at creation): the scripts get its keys,
         and the order is held until paid (``seckill.store.sale.payments``). ``buyer``: who
         buys, when not ``uid`` (a person-limited activity's person key, seckill/domain/
-        people.py); the rate limit still counts the account."""
+        people.py); the rate limit still counts the account. ``deadline_ms`` (epoch ms, 0:
+        none): past it on Redis's clock the script decides nothing (503 ``expired``)."""
         if shards > 1:
             return _outcome(self._checked(aid, self.sharded.purchase(
-                aid, uid, quantity, shards, self.rates, window, buyer=buyer)), quantity, False)
-        args: list[Any] = [uid if buyer is None else script_buyer(uid, buyer), quantity, aid]
+                aid, uid, quantity, shards, self.rates, window, buyer=buyer,
+                deadline_ms=deadline_ms)), quantity, False)
+        args: list[Any] = [uid if buyer is None else script_buyer(uid, buyer), quantity, aid,
+                           deadline_ms]
         rate_keys = [self.keys.rate(aid, "purchase", uid, window) for _, window in self.rates]
         rate_args = [n for rate in self.rates for n in rate]
         restored = False
@@ -86,13 +92,14 @@ class Purchases:
         return _outcome(self._checked(aid, reply), quantity, kind == PACKETS)
 
     def purchase_items(self, aid: str, uid: str, items: Items, window: int = 0,
-                       then: FollowUp | None = None, argv_user: str | None = None) -> Purchase:
+                       then: FollowUp | None = None, argv_user: str | None = None,
+                       deadline_ms: int = 0) -> Purchase:
         """Buy ``items`` of an activity with variants (never sharded, never packets): the same
         one EVALSHA of ``lua/purchase.lua`` as :meth:`purchase`, all or nothing, with the items
         in the quantity's place and the activity's items hash as KEYS[4]. ``argv_user``: the
         buyer as the script reads it, when not ``uid`` (a person-limited activity's)."""
         quantity = items[0][1] if len(items) == 1 else sum(n for _, n in items)
-        args: list[Any] = [argv_user or uid, encode_items(items), aid]
+        args: list[Any] = [argv_user or uid, encode_items(items), aid, deadline_ms]
         rate_keys = [self.keys.rate(aid, "purchase", uid, window) for _, window in self.rates]
         rate_args = [n for rate in self.rates for n in rate]
         restored = False
@@ -166,6 +173,8 @@ def _outcome(reply: list[Any], quantity: int, packets: bool) -> Purchase:
         raise errors.SoldOut()
     if kind == "rate_limited":
         raise errors.RateLimited.after_ms(int(reply[1]))
+    if kind == "expired":
+        raise errors.Unavailable(EXPIRED, detail="expired")
     if kind == "insufficient_stock":
         raise errors.InsufficientStock(remaining=int(reply[1]))
     if kind == "not_started":
