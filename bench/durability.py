@@ -57,7 +57,7 @@ def run_once(url: str, mode: str, buyers: int, threads: int, tag: str, tmp: Path
                            Durability(mode, settings.durability_timeout_ms),
                            Restorer(client, keys, scripts, book).ensure)
     stock = Purchases(runner, keys, scripts,
-                      ShardedPurchases(runner.run, keys, scripts, runner.restore))
+                      ShardedPurchases(runner.run, keys, scripts, runner.restore, client))
     aid = f"d{tag}"
     ActivityStore(client, keys, scripts).create(Activity(
         id=aid, name="bench", starts_ms=now_ms() - 1000, ends_ms=now_ms() + 3_600_000,

@@ -85,7 +85,7 @@ def purchases_bytes(client: Client, aid: str, users: range, folder: Path) -> lis
     runner = DurableRunner(client, wire, Durability("local"),
                            Restorer(client, keys, scripts, book).ensure)
     stock = Purchases(runner, keys, scripts,
-                      ShardedPurchases(runner.run, keys, scripts, runner.restore),
+                      ShardedPurchases(runner.run, keys, scripts, runner.restore, client),
                       rates=settings.user_rates)
     out = []
     for i in users:

@@ -76,7 +76,8 @@ class ShardModel(RuleBasedStateMachine):
         self.client, self.scripts = Server.client, Server.scripts
         self.keys = KeySpace(f"model{uuid.uuid4().hex[:12]}")
         self.aid = f"a{uuid.uuid4().hex[:10]}"
-        self.sharded = ShardedPurchases(self._run, self.keys, self.scripts, self._no_restore)
+        self.sharded = ShardedPurchases(self._run, self.keys, self.scripts, self._no_restore,
+                                        self.client)
         self.shards, self.limit, self.total = 1, 1, 0
         self.orders: dict[str, tuple[str, int]] = {}  # user -> (order id, quantity)
         self.cancelled: dict[str, str] = {}  # user -> their latest cancelled order id
@@ -114,8 +115,14 @@ class ShardModel(RuleBasedStateMachine):
         """A purchase that reached the stock: the buyer's stale claim (if any) was taken over;
         the model says whether it sells, and what it answers if not."""
         self.claims.pop(uid, None)
+        # Units other claims hold, or in transit: they may come back, so too few units is
+        # "try again" (503 held), never sold out nor insufficient stock.
+        stranded = (sum(c.held for c in self.claims.values())
+                    + sum(u for u, _ in self.transit.values()))
         if lost:  # a donor whose answer was lost is not asked again: sold, or "try again"
             assert reply[0] in ("ok", UNAVAILABLE), (reply, avail, qty)
+        elif stranded and avail < qty:
+            assert reply == [UNAVAILABLE], (reply, avail, qty, stranded)
         elif reply[0] == "sold_out":
             assert avail == 0, f"sold_out while {avail} units were to be had"
         elif avail < qty:
@@ -174,7 +181,7 @@ class ShardModel(RuleBasedStateMachine):
                 reply = self.sharded.purchase(self.aid, uid, qty, self.shards, ())
             else:
                 reply = self.scripts.purchase(keys=self.keys.activity_keys(self.aid),
-                                              args=[uid, qty, self.aid], client=self.client)
+                                              args=[uid, qty, self.aid, 0], client=self.client)
         except errors.Unavailable:
             reply = [UNAVAILABLE]
         finally:
@@ -196,8 +203,8 @@ class ShardModel(RuleBasedStateMachine):
         home = self.home(uid)
         claim = self.claims.get(uid)
         at_home = self.remaining_of(home) + (claim.held if claim else 0)
-        reply = self.scripts.purchase(keys=self.keys.part_keys(home), args=[uid, qty, self.aid],
-                                      client=self.client)
+        reply = self.scripts.purchase(keys=self.keys.part_keys(home),
+                                      args=[uid, qty, self.aid, 0], client=self.client)
         if outcome == "already_purchased":
             assert reply == ["already_purchased", self.orders[uid][0]], reply
             return

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from seckill.domain import admission as admissions
@@ -337,6 +338,21 @@ def _refuse_other_kinds_fields(body: dict[str, Any], kind: str) -> None:
                 raise errors.BadRequest(
                     f"{field} applies to kind 'packets' only (add \"kind\": \"packets\")",
                     field=field)
+
+
+def units_in_parts(parts: Iterable[tuple[str | None, str | None, str | None, str | None]]
+                   ) -> tuple[int, int]:
+    """A sharded activity's units (free, in flight), from each part's (remaining, held, lent,
+    borrowed): free ones are in some part's stock; in flight, held by a borrowing purchase's
+    claim or lent and not yet received. Units in flight come back to some part's stock unless
+    their purchase sells them, so no refusal for lack of stock is final while there are any:
+    it is sold out only at (0, 0)."""
+    free = held = in_transit = 0
+    for left, claimed, lent, borrowed in parts:
+        free += int(left or 0)
+        held += int(claimed or 0)
+        in_transit += int(lent or 0) - int(borrowed or 0)
+    return free, held + in_transit
 
 
 def counters_disagree(total: str | None, remaining: str | None, sold: str | None,

@@ -17,13 +17,14 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from redis.commands.core import Script
 
 from seckill.domain import errors
-from seckill.domain.activities import MAX_TOTAL, counters_disagree
+from seckill.domain.activities import MAX_TOTAL, counters_disagree, units_in_parts
 from seckill.domain.people import script_buyer
 from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace
@@ -35,6 +36,10 @@ log = logging.getLogger("seckill.sharded")
 
 Run = Callable[[Script, list[str], list[Any]], Any]
 HELD_AT, UNLIMITED_AT = PART_FIELDS.index("held"), PART_FIELDS.index("unlimited")
+# Pauses (s) before another attempt while units are held by other buyers' purchases.
+HELD_RETRY_PAUSES = (0.01, 0.03, 0.09)
+HELD = ("units of this item are held by purchases in progress and may come back; nothing was "
+        "bought, try again in a moment")
 INCONSISTENT = ("this activity's stock counters disagree; nothing is sold until an operator "
                 "runs `seckill reconcile --repair`")
 
@@ -43,8 +48,9 @@ class ShardedPurchases:
     """Purchases on sharded activities, with what this process last saw of each part."""
 
     def __init__(self, run: Run, keys: KeySpace, scripts: Scripts,
-                 restore: Callable[[str], None]) -> None:
+                 restore: Callable[[str], None], client: Client) -> None:
         self.run = run  # a writing script, with the durability wait, in one round trip
+        self.client = client  # reads of the parts' counters
         self.keys = keys
         self.scripts = scripts
         self.restore = restore
@@ -55,11 +61,40 @@ class ShardedPurchases:
 
     def purchase(self, aid: str, uid: str, quantity: int, shards: int,
                  rates: Sequence[tuple[int, int]], window: int = 0,
-                 buyer: str | None = None) -> list[Any]:
+                 buyer: str | None = None, deadline_ms: int = 0) -> list[Any]:
         """The final script reply of one purchase (purchase.lua's, or settle.lua's after a
         borrow), for ``seckill.store.sale.stock`` to turn into an outcome. ``buyer`` (a
         person's key; default ``uid``) has the home part, so that all the accounts of one
-        person meet there; the rate limit counts ``uid``."""
+        person meet there; the rate limit counts ``uid``. ``deadline_ms``: past it (Redis's
+        clock), neither the home part's purchase nor its settlement decides anything.
+
+        A refusal for lack of stock is only answered once no part holds or lends a unit
+        (:func:`units_in_parts`): units held by another buyer's borrowing purchase come back
+        within milliseconds (and a "sold out" while a part has units again is stale), so the
+        purchase is tried again a few times; if they are still held, 503 ``held``, never a
+        "sold out" that nginx and this process would go on repeating while units are left."""
+        for pause in (*HELD_RETRY_PAUSES, None):
+            reply = self._purchase_once(aid, uid, quantity, shards, rates, window, buyer,
+                                        deadline_ms)
+            if reply[0] not in ("sold_out", "insufficient_stock"):
+                return reply
+            free, in_flight = self.units(aid, shards)
+            if not in_flight and (free == 0 or reply[0] == "insufficient_stock"):
+                return reply
+            if pause is not None:
+                time.sleep(pause)  # gevent's sleep under gunicorn: other purchases go on
+            rates = ()  # the rate counted this purchase once
+        raise errors.Unavailable(HELD, detail="held")
+
+    def units(self, aid: str, shards: int) -> tuple[int, int]:
+        """The activity's units now, (free, held by claims or in transit between parts)."""
+        return units_in_parts((part[1], part[HELD_AT], part[3], part[4])
+                              for part in self.parts(self.client, aid, shards))
+
+    def _purchase_once(self, aid: str, uid: str, quantity: int, shards: int,
+                       rates: Sequence[tuple[int, int]], window: int, buyer: str | None,
+                       deadline_ms: int) -> list[Any]:
+        """One attempt of :meth:`purchase`: the home part, and a borrow when it has too few."""
         who = uid if buyer is None else buyer
         script_uid = script_buyer(uid, who)
         tags = part_tags(aid, shards)
@@ -69,9 +104,9 @@ class ShardedPurchases:
         rate_args = [n for rate in rates for n in rate]
         held = self.keys.payment_keys(tag) if window else []  # a payment window's keys
         reply = self._on_part(aid, self.scripts.purchase, self.keys.part_keys(tag) + held,
-                              [script_uid, quantity, aid], rate_keys, rate_args)
+                              [script_uid, quantity, aid, deadline_ms], rate_keys, rate_args)
         if reply[0] == "payment_keys" and not held:
-            return self.purchase(aid, uid, quantity, shards, (), window=1, buyer=buyer)
+            return self._purchase_once(aid, uid, quantity, shards, (), 1, buyer, deadline_ms)
         if reply[0] == "ok":
             self.note(aid, shards, home, int(reply[2]))
         if reply[0] != "borrow":
@@ -103,10 +138,10 @@ class ShardedPurchases:
             if collected >= need:
                 break
         settled = self._on_part(aid, self.scripts.settle, self.keys.settle_keys(tag) + held,
-                                [script_uid, quantity, aid, claim_id, *lent_by])
+                                [script_uid, quantity, aid, claim_id, deadline_ms, *lent_by])
         if settled[0] == "ok":
             self.note(aid, shards, home, int(settled[2]))
-        elif settled[0] in ("superseded", "expired"):
+        elif settled[0] == "superseded" or settled == ["expired"]:
             raise errors.Unavailable(
                 "your purchase was interrupted; check your order status before retrying",
                 detail=str(settled[0]))

@@ -23,6 +23,7 @@ import redis
 from redis.client import PubSub
 
 from seckill.domain import errors
+from seckill.domain.activities import units_in_parts
 from seckill.domain.variants import Items
 from seckill.store.plumbing.connection import Client, background_client, close_client
 from seckill.store.plumbing.keys import KeySpace, split_buyer_entry
@@ -215,8 +216,7 @@ class SoldOutBoard:
                     winners = None
         width = len(PART_STATE_FIELDS)
         parts = [state[i : i + width] for i in range(0, len(state), width)]
-        empty = all(p[0] == "0" and (p[3] or "0") == "0" for p in parts) and (
-            sum(int(p[4] or 0) for p in parts) == sum(int(p[5] or 0) for p in parts))
+        empty = units_in_parts((p[0], p[3], p[4], p[5]) for p in parts) == (0, 0)
         return tuple(state), winners, empty
 
     def variant_refusal(self, aid: str, buyer: str, items: Items
