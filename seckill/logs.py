@@ -8,7 +8,9 @@ merged output of ``seckill up`` says who wrote each line.
 When Redis goes away every request that meets it logs the same warning: a burst of identical
 lines says nothing more than its first one. :class:`CollapseRepeats` prints the first, holds
 the repeats of the same logger, level and message template for ``window`` seconds, then prints
-one line ``... x94 in 0.6 s`` (with the multiplication sign) for them.
+one line ``... x94 in 0.6 s`` (with the multiplication sign) for them. What differed between
+the repeats (the users, the activities) is in that line, every value once:
+``... x3 in 0.2 s: rate limit not checked for {u1, u2, u3} (fails open): {refused x2, timeout}``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -68,14 +71,84 @@ class Formatter(logging.Formatter):
                     **extra)
 
 
+# One %-conversion of a message template (logging's own style), "%%" included.
+_CONVERSION = re.compile(r"%(?:\([^)]*\))?[#0 +-]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[hlL]?"
+                         r"[diouxXeEfFgGcrsa%]")
+
+
 class _Burst:
-    __slots__ = ("first", "held", "last", "record")
+    __slots__ = ("first", "held", "last", "messages", "record", "values")
 
     def __init__(self, record: logging.LogRecord, at: float) -> None:
         self.record = record
         self.first = at
         self.last = at
         self.held = 0
+        # Of the held repeats: each argument's texts, and each whole message, with counts in
+        # the order first seen (dicts keep it).
+        self.values: list[dict[str, int]] | None = []
+        self.messages: dict[str, int] = {}
+
+    def hold(self, record: logging.LogRecord, at: float) -> None:
+        """Count a repeat, keeping what it said."""
+        self.held += 1
+        self.last = at
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # its arguments do not fit: the handler will say so
+            message = str(record.msg)
+        self.messages[message] = self.messages.get(message, 0) + 1
+        texts = _argument_texts(record)
+        if texts is None or self.values is None or (self.values and len(texts) != len(
+                self.values)):
+            self.values = None  # not by position: the summary lists whole messages
+            return
+        if not self.values:
+            self.values = [{} for _ in texts]
+        for seen, text in zip(self.values, texts, strict=True):
+            seen[text] = seen.get(text, 0) + 1
+
+    def summary(self) -> str:
+        """The held repeats as one message: the template with each argument's values (one
+        value as itself, several as ``{a, b x3}``), or else every distinct message."""
+        if len(self.messages) == 1:
+            return next(iter(self.messages))
+        if not self.values:
+            return "{" + _counted(self.messages) + "}"
+        template = str(self.record.msg)
+        pieces = iter(self.values)  # one per conversion but "%%" (_argument_texts)
+        out: list[str] = []
+        done = 0
+        for match in _CONVERSION.finditer(template):
+            out.append(template[done:match.start()])
+            done = match.end()
+            if match.group() == "%%":
+                out.append("%")
+                continue
+            seen = next(pieces)
+            out.append(next(iter(seen)) if len(seen) == 1 else "{" + _counted(seen) + "}")
+        out.append(template[done:])
+        return "".join(out)
+
+
+def _counted(seen: dict[str, int]) -> str:
+    """``a, b \u00d73``: each text once, with its count when it came more than once."""
+    return ", ".join(text if n == 1 else f"{text} \u00d7{n}" for text, n in seen.items())
+
+
+def _argument_texts(record: logging.LogRecord) -> list[str] | None:
+    """Each positional argument as the template writes it, or None when that cannot be
+    told (a mapping, a ``*`` width, a mismatch)."""
+    args = record.args
+    if not isinstance(args, tuple):
+        return None if args else []
+    conversions = [c for c in _CONVERSION.findall(str(record.msg)) if c != "%%"]
+    if len(conversions) != len(args) or any("*" in c or "(" in c for c in conversions):
+        return None
+    try:
+        return [conversion % (arg,) for conversion, arg in zip(conversions, args, strict=True)]
+    except (TypeError, ValueError):
+        return None
 
 
 class CollapseRepeats(logging.Filter):
@@ -102,8 +175,7 @@ class CollapseRepeats(logging.Filter):
             due = self._due(now)
             burst = self._bursts.get(key)
             if burst is not None and now - burst.first < self.window:
-                burst.held += 1
-                burst.last = now
+                burst.hold(record, now)
                 passes = False
             else:
                 if burst is not None and burst.held:
@@ -131,7 +203,7 @@ class CollapseRepeats(logging.Filter):
             summary = logging.LogRecord(
                 first.name, first.levelno, first.pathname, first.lineno,
                 "\u2026 \u00d7%d in %.1f s: %s", (burst.held, burst.last - burst.first,
-                                         first.getMessage()), None)
+                                         burst.summary()), None)
             setattr(summary, "collapsed_summary", True)  # noqa: B010  (a LogRecord attribute)
             self.handler.handle(summary)
 

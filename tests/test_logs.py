@@ -82,7 +82,7 @@ def test_a_repeat_after_the_window_closes_its_burst_with_a_summary_first():
     clock.now += 1.5
     logger.warning("x %d", 3)
     assert [message(x) for x in kept.lines] == [
-        "x 1", "\u2026 \u00d71 in 0.0 s: x 1", "x 3"]
+        "x 1", "\u2026 \u00d71 in 0.0 s: x 2", "x 3"]
 
 
 def test_text_and_json_lines_carry_time_component_level_message():
@@ -127,8 +127,11 @@ def test_a_redis_outage_under_load_logs_one_line_and_one_summary(make_app, priva
         logger.removeHandler(kept)
     rate_lines = [message(x) for x in kept.lines if "rate limit not checked" in x]
     assert len(rate_lines) == 2, kept.lines
-    assert rate_lines[0].startswith("rate limit not checked for crowd0")
-    assert re.fullmatch(r"\u2026 \u00d759 in 0\.6 s: rate limit not checked for crowd0 .*",
+    assert rate_lines[0].startswith("rate limit not checked for crowd0 ")
+    # The summary names every user it stands for, each once.
+    users = ", ".join(f"crowd{n}" for n in range(1, 60))
+    assert re.fullmatch(r"\u2026 \u00d759 in 0\.6 s: rate limit not checked for "
+                        + re.escape("{" + users + "}") + r" \(fails open\): .*",
                         rate_lines[1]), rate_lines[1]
 
 
@@ -148,3 +151,48 @@ def test_a_message_spanning_lines_stays_one_text_line():
         "checking again")
     as_json = json.loads(logs.Formatter("gunicorn-1", as_json=True).format(record))
     assert as_json["message"].startswith("schema creation raced (table x already exists\n")
+
+
+def test_a_summary_names_every_activity_its_repeats_were_about():
+    """Two activities rebuilt within one window: the second's line is a repeat of the first's
+    template, and its summary says fl2, never fl1 again."""
+    logger, kept, clock, collapse = collapsing_logger("test.rebuilt")
+    template = ("activity %s: parts %s rebuilt from the database: %s units left to them, "
+                "%s in transit between the others")
+    logger.warning(template, "fl1", [1], 10, 0)
+    clock.now += 0.2
+    logger.warning(template, "fl2", [0, 2], 7, 3)
+    clock.now += 1.5
+    collapse.flush()
+    assert [message(x) for x in kept.lines] == [
+        "activity fl1: parts [1] rebuilt from the database: 10 units left to them, "
+        "0 in transit between the others",
+        "\u2026 \u00d71 in 0.2 s: activity fl2: parts [0, 2] rebuilt from the database: 7 units "
+        "left to them, 3 in transit between the others"]
+
+
+def test_a_summary_lists_each_differing_value_once_with_its_count():
+    logger, kept, clock, collapse = collapsing_logger("test.values")
+    logger.warning("rate limit not checked for %s (fails open): %s", "u0", "refused")
+    for uid, error in [("u1", "refused"), ("u2", "timeout"), ("u1", "refused"),
+                       ("u3", "refused")]:
+        clock.now += 0.1
+        logger.warning("rate limit not checked for %s (fails open): %s", uid, error)
+    logger.warning("%d%% of %s held (%.1f s)", 50, "a", 1.25)
+    logger.warning("%d%% of %s held (%.1f s)", 60, "a", 1.25)
+    logger.warning("by name: %(who)s", {"who": "ann"})
+    logger.warning("by name: %(who)s", {"who": "bob"})
+    clock.now += 1.5
+    collapse.flush()
+    assert sorted(message(x) for x in kept.lines[3:]) == sorted([
+        "\u2026 \u00d74 in 0.4 s: rate limit not checked for {u1 \u00d72, u2, u3} (fails open): "
+        "{refused \u00d73, timeout}",
+        "\u2026 \u00d71 in 0.0 s: 60% of a held (1.2 s)",
+        "\u2026 \u00d71 in 0.0 s: by name: bob"]), kept.lines
+    logger.warning("by name: %(who)s", {"who": "ann"})
+    logger.warning("by name: %(who)s", {"who": "bob"})
+    logger.warning("by name: %(who)s", {"who": "cy"})
+    clock.now += 1.5
+    collapse.flush()
+    # Not by position (a mapping): the whole messages, each once.
+    assert message(kept.lines[-1]) == "\u2026 \u00d72 in 0.0 s: {by name: bob, by name: cy}"
