@@ -172,6 +172,9 @@ class Settings:
     # SECKILL_REDIS_CLUSTER: "auto" (ask the server), "on" (a Redis/Valkey Cluster) or "off".
     redis_cluster: str = "auto"
     durability_timeout_ms: int = 1500
+    # SECKILL_DATABASE_TIMEOUT: the bound of every wait on the database (connecting, a
+    # statement, a lock, a free pooled connection), seconds (seckill.sql.engine).
+    database_timeout: float = 3.0
     # The orders worker (``seckill worker``).
     worker_batch: int = 500
     expiry_batch: int = 200  # payment window: held orders expired per script call
@@ -253,6 +256,7 @@ class Settings:
             instance=env.get("SECKILL_INSTANCE") or f"{os.uname().nodename}:{os.getpid()}",
             durability=_choice(env, "SECKILL_DURABILITY", "local", ("none", "local", "replica")),
             durability_timeout_ms=_int(env, "SECKILL_DURABILITY_TIMEOUT_MS", 1500, minimum=1),
+            database_timeout=database_timeout(env),
             redis_cluster=_choice(env, "SECKILL_REDIS_CLUSTER", "auto", ("auto", "on", "off")),
             worker_batch=_int(env, "SECKILL_WORKER_BATCH", 500, minimum=1),
             expiry_batch=_int(env, "SECKILL_EXPIRY_BATCH", 200, minimum=1),
@@ -361,6 +365,13 @@ def log_component(environ: Mapping[str, str] | None = None) -> str:
     """``SECKILL_INSTANCE`` as gunicorn's log lines name the process (``seckill up`` sets
     ``gunicorn-1``...), ``gunicorn`` when unset."""
     return _environ(environ).get("SECKILL_INSTANCE") or "gunicorn"
+
+
+def database_timeout(environ: Mapping[str, str] | None = None) -> float:
+    """``SECKILL_DATABASE_TIMEOUT``: seconds any wait on the database may take (connecting, a
+    statement, a lock, a free pooled connection); default 3. Then the caller gets an error,
+    which a route answers with 503 ``unavailable`` (``"detail": "database"``)."""
+    return _float(_environ(environ), "SECKILL_DATABASE_TIMEOUT", 3.0)
 
 
 def webhook_nice(environ: Mapping[str, str] | None = None) -> int:

@@ -119,7 +119,7 @@ class Services:
         if read_only:
             engine = read_only_engine(settings.database_url)
         else:
-            engine = make_engine(settings.database_url)
+            engine = make_engine(settings.database_url, timeout=settings.database_timeout)
         book = OrderBook(engine)
         restorer = Restorer(client, keys, scripts, book)
         cache = ActivityCache(activities, settings.meta_ttl, restore=restorer.ensure)

@@ -205,7 +205,11 @@ def ensure_schema(engine: sa.Engine) -> None:
             _add_missing_columns(engine)
             return
         except (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.OperationalError) as exc:
-            if attempt == 2:
+            # SQLite says "already exists" with an OperationalError; any other one (no
+            # connection, a timeout, a lock) is the database away: no retry, which would
+            # multiply the caller's bound.
+            raced = not isinstance(exc, sa.exc.OperationalError) or "already exists" in str(exc)
+            if attempt == 2 or not raced:
                 raise
             log.info("schema creation raced with another process (%s); checking again",
                      exc.orig or exc)

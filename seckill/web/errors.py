@@ -9,6 +9,7 @@ from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
 from seckill.domain import errors
+from seckill.sql.engine import database_unavailable
 from seckill.store.plumbing.connection import unavailable
 from seckill.web.body import MAX_BODY, declared_length, refuse_nul_query
 from seckill.web.jsonio import json_response
@@ -43,6 +44,11 @@ def as_domain_error(exc: BaseException, method: str, path: str) -> errors.Seckil
         # anything was decided.
         log.warning("redis unavailable on %s %s: %s", method, path, exc)
         return unavailable(exc)
+    if (away := database_unavailable(exc)) is not None:
+        # Every wait on the database is bounded (seckill.sql.engine): when it is away or hung,
+        # what needed it answers 503 at once, never 500 and never a hang.
+        log.warning("database unavailable on %s %s: %s", method, path, exc)
+        return away
     log.error("unexpected failure on %s %s", method, path, exc_info=exc)
     return errors.SeckillError()
 
