@@ -175,6 +175,10 @@ class Settings:
     # SECKILL_DATABASE_TIMEOUT: the bound of every wait on the database (connecting, a
     # statement, a lock, a free pooled connection), seconds (seckill.sql.engine).
     database_timeout: float = 3.0
+    # SECKILL_PURCHASE_BUDGET_MS: how long after its arrival (nginx's stamp, or this process's
+    # receipt) a purchase may still be decided; shorter than nginx's read timeout, so that no
+    # buyer is told "failed" (504) about a purchase decided afterwards.
+    purchase_budget_ms: int = 5000
     # The orders worker (``seckill worker``).
     worker_batch: int = 500
     expiry_batch: int = 200  # payment window: held orders expired per script call
@@ -257,6 +261,7 @@ class Settings:
             durability=_choice(env, "SECKILL_DURABILITY", "local", ("none", "local", "replica")),
             durability_timeout_ms=_int(env, "SECKILL_DURABILITY_TIMEOUT_MS", 1500, minimum=1),
             database_timeout=database_timeout(env),
+            purchase_budget_ms=_int(env, "SECKILL_PURCHASE_BUDGET_MS", 5000, minimum=1),
             redis_cluster=_choice(env, "SECKILL_REDIS_CLUSTER", "auto", ("auto", "on", "off")),
             worker_batch=_int(env, "SECKILL_WORKER_BATCH", 500, minimum=1),
             expiry_batch=_int(env, "SECKILL_EXPIRY_BATCH", 200, minimum=1),

@@ -132,7 +132,7 @@ class Services:
                                Durability(settings.durability, settings.durability_timeout_ms),
                                restorer.ensure)
         parts = Parts(client, keys, book)
-        sharded = ShardedPurchases(runner.run, keys, scripts, runner.restore)
+        sharded = ShardedPurchases(runner.run, keys, scripts, runner.restore, client)
         purchases = Purchases(runner, keys, scripts, sharded, rates=settings.user_rates)
         restocks = Restocks(client, keys, scripts, book, runner, parts, sharded)
         orders = Orders(client, keys, scripts, book, runner, parts, sharded,
