@@ -40,6 +40,7 @@ from seckill.store.sale.blocks import BlockWatch
 from seckill.store.sale.cache import ActivityCache
 from seckill.store.sale.challenge import Challenges
 from seckill.store.sale.controls import SaleControls
+from seckill.store.sale.levers import LeverRecords
 from seckill.store.sale.orders import Orders
 from seckill.store.sale.parts import Parts
 from seckill.store.sale.payments import Payments
@@ -134,12 +135,13 @@ class Services:
         parts = Parts(client, keys, book)
         sharded = ShardedPurchases(runner.run, keys, scripts, runner.restore, client)
         purchases = Purchases(runner, keys, scripts, sharded, rates=settings.user_rates)
-        restocks = Restocks(client, keys, scripts, book, runner, parts, sharded)
+        levers = LeverRecords(client, keys, scripts, book)
+        restocks = Restocks(client, keys, scripts, book, runner, parts, sharded, levers)
         orders = Orders(client, keys, scripts, book, runner, parts, sharded,
                         restocks.announce_stock_returned)
         stats = StockStats(client, keys, book, parts, sharded, restorer.ensure)
         queue = AdmissionQueue(client, wire, keys, scripts, restorer, settings.url_ttl)
-        controls = SaleControls(activities, book, restorer)
+        controls = SaleControls(activities, book, restorer, levers)
         payments = Payments(client, keys, scripts, book, runner, parts, orders)
         sale = SaleState(cache, board, purchases, wire, keys, scripts.rate_limit,
                          settings.user_rates, queue)

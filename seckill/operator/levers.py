@@ -1,6 +1,8 @@
 """The operator's levers on a live sale: pause, resume, end now, and a queue's admission
-factor. Each is written to the database and Redis and heard by every process within a second
-(``seckill.store.sale.controls``); each returns the activity as it is after the change."""
+factor. Each takes effect in Redis first, in the order the operator sent them, then in the
+database, and is heard by every process within a second (``seckill.store.sale.controls``);
+each returns the activity as it is after the change. ``sent_ms``: when the operator's command
+arrived (default: now); of two commands, the one sent later stands."""
 
 from __future__ import annotations
 
@@ -9,22 +11,29 @@ from typing import Any
 
 from seckill.domain import admission, errors
 from seckill.domain.activities import Activity
+from seckill.domain.clock import now_ms
 from seckill.services import Services
 
 
-def pause(services: Services, activity: Activity) -> Activity:
+def pause(services: Services, activity: Activity, sent_ms: int | None = None) -> Activity:
     """Pause the sale: no URL, no purchase until resumed."""
-    return _changed(services, services.controls.set_paused(activity.id, True))
+    return _changed(services, services.controls.set_paused(activity.id, True, _version(sent_ms)))
 
 
-def resume(services: Services, activity: Activity) -> Activity:
+def resume(services: Services, activity: Activity, sent_ms: int | None = None) -> Activity:
     """Resume a paused sale."""
-    return _changed(services, services.controls.set_paused(activity.id, False))
+    return _changed(services, services.controls.set_paused(activity.id, False,
+                                                           _version(sent_ms)))
 
 
-def end(services: Services, activity: Activity) -> Activity:
+def end(services: Services, activity: Activity, sent_ms: int | None = None) -> Activity:
     """End the sale now; AlreadyEnded if its window is already over."""
-    return _changed(services, services.controls.end(activity.id))
+    return _changed(services, services.controls.end(activity.id, _version(sent_ms)))
+
+
+def _version(sent_ms: int | None) -> int:
+    """A lever's version: when it was sent, in µs (lua/lever.lua)."""
+    return (now_ms() if sent_ms is None else sent_ms) * 1000
 
 
 def queued(activity: Activity) -> Activity:

@@ -61,6 +61,11 @@ class Stored:
     orphans: set[str]
 
 
+# A lever's field -> its column and the column of its version.
+LEVER_COLUMNS = {"paused": ("paused", "paused_v"), "ends_ms": ("ends_ms", "ends_v"),
+                 "total": ("total", "total_v")}
+
+
 class OrderBook:
     """Activities and orders in the database; the schema is made ready on first use."""
 
@@ -129,6 +134,23 @@ class OrderBook:
         with self.engine.begin() as conn:
             conn.execute(activities.update().where(activities.c.id == aid).values(total=total))
             self._sold_out(conn, {aid: 0})
+
+    def record_lever(self, aid: str, field: str, value: int | bool, version: int) -> bool:
+        """Write a lever's ``value`` (``paused``, ``ends_ms`` or ``total``) with its
+        ``version``, only over an older version: a write that arrives late never reverses a
+        later command. False when the row holds a newer one (or is unknown)."""
+        self.ready()
+        column, stamp = LEVER_COLUMNS[field]
+        values: dict[str, Any] = {column: (value or None) if field == "paused" else value,
+                                  stamp: version}
+        with self.engine.begin() as conn:
+            done = conn.execute(activities.update().where(
+                activities.c.id == aid,
+                sa.or_(activities.c[stamp].is_(None), activities.c[stamp] < version),
+            ).values(**values))
+            if field == "total" and done.rowcount:
+                self._sold_out(conn, {aid: 0})
+        return bool(done.rowcount)
 
     def set_variant_total(self, aid: str, vid: str, total: int, whole: int) -> None:
         """Set a variant's total and its activity's (after a restock of the variant)."""

@@ -199,3 +199,23 @@ def parse_quantity(body: Any, per_user_limit: int) -> int:
             f"quantity must be an integer in 1..{per_user_limit}", field="quantity"
         )
     return quantity
+
+
+def request_arrival_ms(stamp: str | None, received_ms: int) -> int:
+    """When a request arrived (epoch ms): nginx's stamp (``X-Request-Start: t=<seconds>``, as
+    ``$msec`` writes it; milli- or microseconds are read too) when it is earlier than this
+    process's receipt ``received_ms``. A later stamp never counts (a client talking to
+    gunicorn directly could send any), nor one that is not a number."""
+    if stamp:
+        raw = stamp[2:] if stamp.startswith("t=") else stamp
+        try:
+            value = float(raw)
+        except ValueError:
+            return received_ms
+        if value > 1e14:  # microseconds
+            value /= 1000
+        elif value < 1e11:  # seconds
+            value *= 1000
+        if 0 < value < received_ms:
+            return int(value)
+    return received_ms

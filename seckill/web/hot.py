@@ -49,6 +49,7 @@ from seckill.web.body import (
     purchase_terms,
     read_body,
     refuse_nul_query,
+    request_arrival_ms,
 )
 from seckill.web.edge_cache import PURCHASE_REFUSALS, URL_REFUSALS, cache_headers
 from seckill.web.errors import as_domain_error
@@ -85,25 +86,9 @@ def _decoded(segment: str) -> str:
 
 def purchase_deadline(stamp: str | None, received_ms: int, budget_ms: int) -> int:
     """The moment (epoch ms) after which a purchase may no longer be decided: ``budget_ms``
-    after its arrival. The arrival is nginx's stamp (``X-Request-Start: t=<seconds>``, as
-    ``$msec`` writes it; milli- or microseconds are read too) when it is earlier than this
-    process's receipt ``received_ms``: a request that waited in a stalled instance is measured
-    from when its buyer's clock started. A later stamp never moves the deadline past the one
-    of this process's own receipt (a client talking to gunicorn directly could send any)."""
-    arrival = received_ms
-    if stamp:
-        raw = stamp[2:] if stamp.startswith("t=") else stamp
-        try:
-            value = float(raw)
-        except ValueError:
-            value = 0.0
-        if value > 1e14:  # microseconds
-            value /= 1000
-        elif value < 1e11:  # seconds
-            value *= 1000
-        if 0 < value < received_ms:
-            arrival = int(value)
-    return arrival + budget_ms
+    after its arrival (:func:`request_arrival_ms`): a request that waited in a stalled
+    instance is measured from when its buyer's clock started."""
+    return request_arrival_ms(stamp, received_ms) + budget_ms
 
 
 def _query(environ: WSGIEnviron) -> dict[str, str]:

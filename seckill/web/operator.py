@@ -17,7 +17,7 @@ from seckill.domain import errors
 from seckill.domain.activities import CONSOLE_STATES, is_activity_id, now_ms
 from seckill.operator import activities, levers
 from seckill.operator.activities import MAX_PAGE
-from seckill.web.body import json_body, read_body
+from seckill.web.body import json_body, read_body, request_arrival_ms
 from seckill.web.current import services
 
 DEFAULT_PAGE = 50
@@ -41,6 +41,12 @@ def _query() -> tuple[str | None, int, str | None]:
     return cursor, int(raw), state
 
 
+def _sent_ms() -> int:
+    """When the operator's command arrived (nginx's stamp, or now): of two levers on one
+    activity, the later sent stands, whichever is run last."""
+    return request_arrival_ms(request.headers.get("X-Request-Start"), now_ms())
+
+
 def blueprint() -> Blueprint:
     """The operator's list and levers."""
     bp = Blueprint("operator", __name__)
@@ -60,13 +66,13 @@ def blueprint() -> Blueprint:
     @edge.filters(edge.ADMIN)
     def pause(aid: str) -> dict[str, Any]:
         found = services()
-        return levers.pause(found, activities.find(found, aid)).public(now_ms())
+        return levers.pause(found, activities.find(found, aid), _sent_ms()).public(now_ms())
 
     @bp.post("/admin/activities/<aid>/resume")
     @edge.filters(edge.ADMIN)
     def resume(aid: str) -> dict[str, Any]:
         found = services()
-        return levers.resume(found, activities.find(found, aid)).public(now_ms())
+        return levers.resume(found, activities.find(found, aid), _sent_ms()).public(now_ms())
 
     @bp.get("/admin/activities/<aid>")
     @edge.filters(edge.ADMIN)
@@ -85,6 +91,6 @@ def blueprint() -> Blueprint:
     @edge.filters(edge.ADMIN)
     def end(aid: str) -> dict[str, Any]:
         found = services()
-        return levers.end(found, activities.find(found, aid)).public(now_ms())
+        return levers.end(found, activities.find(found, aid), _sent_ms()).public(now_ms())
 
     return bp

@@ -15,7 +15,10 @@ from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
 from seckill.store.plumbing.connection import Client, is_cluster, make_cluster, make_pool
 from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.scripts import Scripts
+from seckill.store.sale.levers import LeverRecords
 from seckill.worker.expiry import Expirer
+from seckill.worker.levers import LeverCatchUp
 from seckill.worker.options import WorkerOptions
 from seckill.worker.orders import OrdersWorker
 from seckill.worker.stop import StopFlag
@@ -49,8 +52,9 @@ def build_worker(settings: Settings, **overrides: Any) -> OrdersWorker:
 
 
 def main(settings: Settings) -> int:
-    """``seckill worker``: run until SIGTERM/SIGINT; the payment window's expiry runs
-    alongside, in a thread of its own (``seckill.worker.expiry``)."""
+    """``seckill worker``: run until SIGTERM/SIGINT; the payment window's expiry and the
+    levers' catch-up run alongside, each in a thread of its own (``seckill.worker.expiry``,
+    ``seckill.worker.levers``)."""
     logs.configure("orders-worker")
     stop = StopFlag()
     stop.install()
@@ -58,6 +62,11 @@ def main(settings: Settings) -> int:
     expirer = Expirer(worker.client, worker.keys, worker.book, batch=settings.expiry_batch)
     expiry = threading.Thread(target=expirer.run, args=(stop,), name="expiry", daemon=True)
     expiry.start()
+    catch_up = LeverCatchUp(LeverRecords(worker.client, worker.keys, Scripts(worker.client),
+                                         worker.book))
+    levers = threading.Thread(target=catch_up.run, args=(stop,), name="levers", daemon=True)
+    levers.start()
     worker.run(stop)
     expiry.join(timeout=5)
+    levers.join(timeout=5)
     return 0

@@ -27,6 +27,10 @@ class KeySpace:
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
 
+    def levers_pending(self) -> str:
+        """Hash: activity id -> token, the activities whose database may lag their levers."""
+        return f"{self.prefix}:levers:pending"
+
     def meta(self, aid: str) -> str:
         """Hash: the activity's metadata and its stock (remaining, sold, seq)."""
         return f"{self.prefix}:{{{aid}}}:meta"

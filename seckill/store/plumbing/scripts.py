@@ -42,6 +42,9 @@ class Scripts:
         self.confirm: Script = client.register_script(lua_source("confirm"))
         self.unlock: Script = client.register_script(lua_source("unlock"))
         self.restock: Script = client.register_script(lua_source("restock"))
+        # The operator's levers, in the order sent (seckill/store/sale/controls.py).
+        self.lever: Script = client.register_script(lua_source("lever"))
+        self.lever_recorded: Script = client.register_script(lua_source("lever_recorded"))
         self.rate_limit: Script = client.register_script(lua_source("rate_limit"))
         # Sharded stock (seckill/store/plumbing/shards.py): borrowing between parts, and its
         # repairs.

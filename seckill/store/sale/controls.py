@@ -1,10 +1,11 @@
 """The operator's levers on a live sale: pause, resume, end now; and the list of activities.
 
-A lever is written to the database first (a rebuild from it keeps the operator's choice),
-then to every part's meta hash (the sale scripts read ``paused`` and ``ends_ms`` there, so a
-process with a stale copy still cannot sell), then announced on the channel every process
-listens to, which drops their copies: the next request loads the new state. Should the
-announcement be lost, each process's refresher reads it within ``SECKILL_META_TTL``.
+A lever takes effect in the sale first: every part's meta hash, in the order the operator sent
+the levers (``seckill.store.sale.levers``: the sale scripts read ``paused`` and ``ends_ms``
+there, so a process with a stale copy still cannot sell); then the database records it, never
+over a later lever; then it is announced on the channel every process listens to, which drops
+their copies: the next request loads the new state. Should the announcement be lost, each
+process's refresher reads it within ``SECKILL_META_TTL``.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ import redis
 
 from seckill.domain import errors
 from seckill.domain.activities import Activity
-from seckill.domain.clock import now_ms
+from seckill.domain.clock import iso_from_ms, now_ms
 from seckill.sql.book import OrderBook
 from seckill.store.plumbing.connection import unavailable
 from seckill.store.plumbing.shards import part_tags
 from seckill.store.sale.activities import ActivityStore
+from seckill.store.sale.levers import ENDS, PAUSED, LeverRecords
 from seckill.store.sale.meta import activity_from_meta
 from seckill.store.sale.recovery import Restorer
 
@@ -33,10 +35,12 @@ MAX_PAGE = 200
 class SaleControls:
     """Pause, resume and end an activity; list activities with their live numbers."""
 
-    def __init__(self, store: ActivityStore, book: OrderBook, restorer: Restorer) -> None:
+    def __init__(self, store: ActivityStore, book: OrderBook, restorer: Restorer,
+                 levers: LeverRecords) -> None:
         self.store = store
         self.book = book
         self.restorer = restorer
+        self.levers = levers
 
     def current(self, aid: str) -> Activity:
         """The activity as Redis holds it now (rebuilt from the database if Redis lost it);
@@ -59,22 +63,33 @@ class SaleControls:
         self._write(activity, changes)
         return self.current(aid)
 
-    def set_paused(self, aid: str, paused: bool) -> Activity:
-        """Pause (or resume) the sale of ``aid``; returns the activity as it is now."""
+    def set_paused(self, aid: str, paused: bool, version: int) -> Activity:
+        """Pause (or resume) the sale of ``aid``; returns the activity as it is now. ``version``
+        orders the levers (when the operator's request arrived, epoch µs): a pause or resume
+        sent before the one in force changes nothing."""
         activity = self.current(aid)
-        self.book.update_activity(aid, paused=paused or None)
-        self._write(activity, {"paused": 1 if paused else 0})
-        return dataclasses.replace(activity, paused=paused)
+        token = self.levers.mark(aid)
+        _, value, version = self.levers.apply(aid, activity.shards, PAUSED,
+                                              "1" if paused else "0", version)
+        self._announce(aid, PAUSED)
+        self.levers.record(aid, token, (PAUSED, value == "1", version))
+        return dataclasses.replace(activity, paused=value == "1")
 
-    def end(self, aid: str) -> Activity:
-        """End the sale of ``aid`` now; AlreadyEnded if its window is already over."""
+    def end(self, aid: str, version: int) -> Activity:
+        """End the sale of ``aid`` now (Redis's now: no purchase is decided after the answered
+        ``ends_ms``); AlreadyEnded if its window is already over."""
         activity = self.current(aid)
-        at = now_ms()
-        if at >= activity.ends_ms:
+        if now_ms() >= activity.ends_ms:
             raise errors.AlreadyEnded(activity=aid)
-        self.book.update_activity(aid, ends_ms=at)
-        self._write(activity, {"ends_ms": at})
-        return dataclasses.replace(activity, ends_ms=at)
+        token = self.levers.mark(aid)
+        _, value, version = self.levers.apply(aid, activity.shards, ENDS, "", version)
+        self._announce(aid, ENDS)
+        try:
+            self.levers.record(aid, token, (ENDS, int(value), version))
+        except errors.Unavailable as exc:  # in force all the same: say from when
+            exc.extra["ends_at"] = iso_from_ms(int(value))
+            raise
+        return dataclasses.replace(activity, ends_ms=int(value))
 
     def _write(self, activity: Activity, changes: dict[str, str | int | None]) -> None:
         """Set (None: remove) meta fields on every part, then tell every process."""
@@ -90,11 +105,15 @@ class SaleControls:
                     client.hdel(self.store.keys.meta(tag), *gone)
         except redis.RedisError as exc:
             raise unavailable(exc) from exc
+        self._announce(activity.id, ", ".join(changes))
+
+    def _announce(self, aid: str, what: str) -> None:
+        """Tell every process that ``aid`` changed (they drop their copies)."""
         try:
-            client.publish(self.store.keys.stock_returned_channel(), activity.id)
+            self.store.client.publish(self.store.keys.stock_returned_channel(), aid)
         except redis.RedisError:
             log.warning("could not announce the change of %s to %s; every process reads it "
-                        "within SECKILL_META_TTL", ", ".join(changes), activity.id)
+                        "within SECKILL_META_TTL", what, aid)
 
     def page(self, after: str | None, limit: int, wanted: str | None, rebuild: bool = True
              ) -> tuple[list[Activity], str | None]:

@@ -16,6 +16,7 @@ from seckill.store.plumbing.connection import Client, unavailable
 from seckill.store.plumbing.durable import DurableRunner
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
+from seckill.store.sale.levers import LeverRecords
 from seckill.store.sale.parts import Parts
 from seckill.store.sale.sharded import ShardedPurchases, numbers, restock_refusal
 
@@ -33,6 +34,7 @@ class Restocks:
     runner: DurableRunner  # restock.lua with the durability wait (unsharded activities)
     parts: Parts
     sharded: ShardedPurchases
+    levers: LeverRecords  # the database's total follows Redis's, in order
 
     def restock(self, aid: str, add: int) -> tuple[int, int]:
         """Add (or, negative, remove unsold) units. Returns (total, remaining).
@@ -55,9 +57,13 @@ class Restocks:
             raise unavailable(exc) from exc
         restock_refusal(reply, add)
         total, remaining = int(reply[1]), int(reply[2])
-        self.book.set_total(aid, total)
         if add > 0:
             self.announce_stock_returned(aid)
+        # The database's total follows Redis's, stamped in the order the restocks ran there:
+        # a restock recorded late never writes back an older total.
+        token = self.levers.mark(aid)
+        recorded, version = self.levers.stamp_total(aid, shards)
+        self.levers.record(aid, token, ("total", recorded, version))
         return total, remaining
 
     def restock_variant(self, aid: str, vid: str, add: int) -> tuple[int, int]:
