@@ -75,6 +75,7 @@ class Dispatcher:
         self._stopping = threading.Event()
         self._targets: list[Endpoint] = []
         self._pruned_ms: int | None = None
+        self._held = 0.0  # seconds the last round's transaction took
         self.sent = 0  # attempts finished, for the curious (bench)
 
     # --- the loop --------------------------------------------------------------------------
@@ -89,12 +90,24 @@ class Dispatcher:
                 if not self.step():
                     self._wait(self.options.idle)
                     continue
-                rest = self.options.round_s - (time.monotonic() - started)
+                rest = self._gap() - (time.monotonic() - started)
                 if rest > 0:
                     stop.wait(rest)  # the attempts finishing meanwhile go in the next round
         finally:
             self.close()
         log.info("webhook dispatcher %s stopped", self.options.owner)
+
+    def _gap(self) -> float:
+        """The shortest time from one busy round's start to the next's. SQLite has one writer
+        at a time and no queue for it: a writer waiting for the lock (an operator's lever,
+        the orders worker) retries every 100 ms or so, and a dispatcher that took the lock
+        back at a steady beat could starve it. So on SQLite the lock is left free at least
+        twice as long as the round held it, 150 ms at least (more than one retry), at a
+        jittered beat that no retrier can fall in step with."""
+        if self.engine.dialect.name != "sqlite":
+            return self.options.round_s
+        gap = max(self.options.round_s, 3 * self._held, self._held + 0.15)
+        return gap * self.rng.uniform(1.0, 1.5)
 
     def step(self) -> bool:
         """One round; whether it found anything to do (then the next round comes at once)."""
@@ -132,6 +145,8 @@ class Dispatcher:
     def _round(self, now: int) -> bool:
         options = self.options
         stored = len(self._outcomes) + len(self._releases)
+        began = time.monotonic()
+        # No network I/O in here: the sends run on the endpoints' pools, after the commit.
         with self.engine.begin() as conn:
             self._store(conn)
             fanned, targets = deliveries.fan_out(conn, now, options.batch)
@@ -145,6 +160,7 @@ class Dispatcher:
                                        options.lease_ms, room)
                 if got:
                     claims.append((lane, got))
+        self._held = time.monotonic() - began
         self._outcomes.clear()
         self._releases.clear()
         for lane, got in claims:
