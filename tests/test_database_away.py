@@ -112,6 +112,10 @@ def check_routes(client: FlaskClient, sale: dict[str, str]) -> None:
     # /metrics keeps serving the sale's own numbers (Redis) without the database's.
     check_away(client, "GET", "/metrics", allowed=(200,))
     check_health(client)
+    # The console says so (this process alone: no SECKILL_INSTANCES).
+    state = check_away(client, "GET", "/admin/console/state", headers=ADMIN, allowed=(200,))
+    (instance,) = state["instances"]
+    assert not instance["ok"] and "database away" in instance["error"], instance
 
 
 def check_health(client: FlaskClient) -> None:

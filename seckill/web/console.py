@@ -15,9 +15,12 @@ own files (no inline script or style, no framing) and ``X-Frame-Options: DENY``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import json
 import threading
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,7 @@ from seckill.resources import resource_dir
 from seckill.store.audit.census import Count
 from seckill.store.plumbing.storage import read_storage
 from seckill.web.current import services as _services
+from seckill.web.health import away, database_health
 
 HEALTH_TIMEOUT = 0.5  # seconds an instance has to answer /healthz for the console
 FILES = {"index.html", "console.js", "console.css", "vendor/uPlot.iife.min.js",
@@ -92,6 +96,9 @@ def health(instances: tuple[str, ...]) -> list[dict[str, Any]]:
             code = getattr(exc, "code", None)
             if code is not None:
                 answer["error"] = f"HTTP {code}"
+                if isinstance(exc, urllib.error.HTTPError):
+                    with contextlib.suppress(Exception):  # /healthz's body names the parts
+                        answer["error"] += ": " + away(json.loads(exc.read())["failing"])
 
     threads = [threading.Thread(target=ask, args=(a,), daemon=True) for a in answers]
     for thread in threads:
@@ -99,6 +106,18 @@ def health(instances: tuple[str, ...]) -> list[dict[str, Any]]:
     for thread in threads:
         thread.join(HEALTH_TIMEOUT * 2)
     return answers
+
+
+def _this_process(name: str, redis_up: bool) -> dict[str, Any]:
+    """This process alone (no SECKILL_INSTANCES): healthy while Redis and the database
+    answer."""
+    failing = {} if redis_up else {"redis": "no answer"}
+    if (database := database_health(_services()).failing()) is not None:
+        failing["database"] = database
+    found: dict[str, Any] = {"instance": f"{name} (this process)", "ok": not failing}
+    if failing:
+        found["error"] = "HTTP 503: " + away(failing)
+    return found
 
 
 def _row(count: Count, at_ms: int, counted: dict[str, dict[str, float]]) -> dict[str, Any]:
@@ -153,7 +172,7 @@ def blueprint() -> Blueprint:
             "storage": dataclasses.asdict(read_storage(_services().client, settings.data_dir)),
             # Without SECKILL_INSTANCES, this process alone: healthy while Redis answers.
             "instances": health(settings.instances) if settings.instances else [
-                {"instance": f"{settings.instance} (this process)", "ok": census.redis_up}],
+                _this_process(settings.instance, census.redis_up)],
         }
 
     return bp

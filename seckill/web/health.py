@@ -14,8 +14,10 @@ import time
 from collections.abc import Callable
 
 import sqlalchemy as sa
+from flask import current_app
 
-from seckill.sql.engine import DatabaseTimeout
+from seckill.services import Services
+from seckill.sql.engine import DatabaseTimeout, ping
 
 _NOT_YET = object()
 
@@ -68,3 +70,23 @@ def _describe(exc: BaseException) -> str:
     if isinstance(cause, DatabaseTimeout | sa.exc.TimeoutError):
         return "no answer in time"
     return type(cause).__name__
+
+
+def database_health(found: Services) -> DatabaseHealth:
+    """This app's probe of the database (one per app, made on first use)."""
+    extensions = current_app.extensions
+    health = extensions.get("seckill.database_health")
+    if health is None:
+        def probe() -> None:
+            found.book.ready()
+            ping(found.engine)
+
+        health = extensions.setdefault(
+            "seckill.database_health",
+            DatabaseHealth(probe, found.settings.database_timeout))
+    return health
+
+
+def away(failing: dict[str, str]) -> str:
+    """The console's words for ``/healthz``'s failing parts: "database away (...)"."""
+    return ", ".join(f"{part} away ({why})" for part, why in sorted(failing.items()))

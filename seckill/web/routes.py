@@ -9,7 +9,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Flask, Response, current_app, g, request
+from flask import Blueprint, Flask, Response, g, request
 
 import edge
 from seckill import metrics
@@ -17,9 +17,7 @@ from seckill.domain import errors
 from seckill.domain.activities import Activity, is_activity_id, now_ms
 from seckill.domain.people import buyer
 from seckill.operator import activities, orders
-from seckill.services import Services
 from seckill.sql import deliveries
-from seckill.sql.engine import ping
 from seckill.store.plumbing.connection import ping_redis
 from seckill.store.plumbing.storage import read_storage
 from seckill.web import admission as admission_routes
@@ -31,7 +29,7 @@ from seckill.web import webhooks_admin as webhooks_routes
 from seckill.web.body import json_body, read_body
 from seckill.web.census import CensusCollector
 from seckill.web.current import services
-from seckill.web.health import DatabaseHealth
+from seckill.web.health import database_health
 from seckill.web.limits import ColdLimits
 
 # The contract as OpenAPI 3.1, kept next to this module (so the wheel ships it) and served as is.
@@ -149,7 +147,7 @@ def _service() -> Blueprint:
             ping_redis(found.client)
         except Exception as exc:
             problems["redis"] = type(exc).__name__
-        if (database := _database_health(found).failing()) is not None:
+        if (database := database_health(found).failing()) is not None:
             problems["database"] = database
         if problems:
             g.outcome = "unavailable"
@@ -171,21 +169,6 @@ def _service() -> Blueprint:
         return Response(openapi_document(), mimetype="application/json")
 
     return bp
-
-
-def _database_health(found: Services) -> DatabaseHealth:
-    """This app's probe of the database (one per app, made on first use)."""
-    extensions = current_app.extensions
-    health = extensions.get("seckill.database_health")
-    if health is None:
-        def probe() -> None:
-            found.book.ready()
-            ping(found.engine)
-
-        health = extensions.setdefault(
-            "seckill.database_health",
-            DatabaseHealth(probe, found.settings.database_timeout))
-    return health
 
 
 @functools.cache
