@@ -7,7 +7,9 @@
 //   else; buying again is always safe (one purchase per user: a repeat answers
 //   already_purchased with the same order id);
 // - a 503 paused, or a 503 unavailable whose detail says it was refused before anything was
-//   decided (no_replica, inconsistent), is a definite "not sold";
+//   decided (no_replica, inconsistent, expired, held, storage), is a definite "not sold";
+// - after a 502/504 from nginx, an order status of "none" is final: the gateway decides no
+//   purchase past its deadline, which ends before nginx gives up on it;
 // - a page that cannot reach the shop at all says so and keeps trying, rather than "loading…".
 "use strict";
 
@@ -20,7 +22,7 @@ const NOT_SOLD = "Nothing was sold: the shop could not take orders just now. Ple
 const UNREACHABLE = "Cannot reach the shop right now";
 const UNREACHABLE_NEXT = "This page keeps trying by itself. Nothing was bought.";
 // 503 unavailable details that say the purchase was refused before anything was decided.
-const REFUSED_DETAILS = ["no_replica", "inconsistent"];
+const REFUSED_DETAILS = ["no_replica", "inconsistent", "expired", "held", "storage"];
 // Waits before each ask of the order status after an unknown outcome (about 7.5 s in all).
 const ORDER_WAITS_MS = [0, 500, 1000, 2000, 4000];
 

@@ -323,7 +323,7 @@ async function buy() {
     } else if (result.body.error === "already_purchased") {
       await alreadyBought(result.body);
     } else if (refusedBeforeDeciding(result)) {
-      notSold();  // 503 no_replica / inconsistent: refused before anything was decided
+      notSold();  // a 503 whose detail says nothing was decided (outcome.js)
     } else if (unknownOutcome(result)) {
       await unsure();  // 502/504, a 503 after deciding, no answer: ask the order status
     } else {
