@@ -2,9 +2,10 @@
 
 The PostgreSQL the tests share is never stopped or paused: each test puts a relay of its own
 between its gateway and the server, and the relay plays the fault. ``down()`` is a stopped
-server (open connections cut, new ones cut at their first byte); ``hang()`` is a frozen one (SIGSTOP:
-connections stay open and are even accepted, but no byte goes either way); ``up()`` forwards
-again, the bytes held back included. Nothing here is a mock: client and server are real.
+server (open connections cut, new ones cut at their first byte); ``hang()`` is a frozen one
+(SIGSTOP: connections stay open and are even accepted, but no byte goes either way); ``up()``
+forwards again, the bytes held back included. Nothing here is a mock: client and server are
+real.
 """
 
 from __future__ import annotations
