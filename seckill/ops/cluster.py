@@ -351,8 +351,8 @@ class EmbeddedCluster:
 def up_cluster(
     data_dir: Path, masters: int, replicas: int, env: dict[str, str]
 ) -> tuple[str, str, list[ChildSpec]]:
-    """``seckill up --redis-nodes``: the cluster's URL (one node), its line for the banner,
-    and its nodes as supervised children (``valkey-<port>``), each ready once it answers
+    """``seckill up --redis-nodes``: the cluster's REDIS_URL, its line for the banner, and its
+    nodes as supervised children (``valkey-<port>``), each ready once it answers
     PING; the last one, at its first start, also forms the cluster and waits until it is
     healthy. ConfigError if the folder holds another cluster or a port is taken."""
     durability, timeout_ms = durability_of(env, replicas)
@@ -382,6 +382,9 @@ def up_cluster(
             formed[0] = True
 
     specs[-1].ready, specs[-1].ready_timeout = ready_and_formed, 90
-    note = (f"{cluster.url} (embedded Valkey Cluster: {masters} masters, {replicas} replica(s) "
+    # Every node, comma-separated: a process that starts while one node is away (a master
+    # frozen or restarting) reads the slot map from the next.
+    url = ",".join(cluster.urls)
+    note = (f"{url} (embedded Valkey Cluster: {masters} masters, {replicas} replica(s) "
             f"each, {len(specs)} nodes; AOF on, data in {cluster.data_dir})")
-    return cluster.url, note, specs
+    return url, note, specs

@@ -68,7 +68,10 @@ def project_root() -> Path:
 
 
 def redact_url(url: str) -> str:
-    """``url`` with its password, if any, replaced by ``***``."""
+    """``url`` with its password, if any, replaced by ``***`` (each node's, in a cluster's
+    comma-separated list)."""
+    if "," in url:
+        return ",".join(redact_url(part) for part in url.split(","))
     parts = urlsplit(url)
     if parts.password is None:
         return url

@@ -3,8 +3,12 @@ slot of its keys (every key of one call shares a hash tag), on a :class:`Wire` o
 own, with the same one-send round trip and the same limit on connections per master.
 
 The slot map is redis-py's (the cluster client's ``NodesManager``): read at start, patched on
-``MOVED``, read again when a master cannot be reached or the cluster says it is down. A call is
-sent again only where the reply proves that it did not run:
+``MOVED``, read again when a master cannot be reached or the cluster says it is down. A master
+that failed a call (refused, timed out, lost a reply) is asked last for the map, and while the
+map still names it, the map is read again every ``WATCH_INTERVAL`` until it answers or another
+node takes its slots: a frozen master gives no sign but timeouts, and its replica's promotion
+is learnt within that interval, not at the next failed call that happens to refresh the map.
+A call is sent again only where the reply proves that it did not run:
 
 * ``MOVED`` (the slot is elsewhere), ``ASK`` (the slot is being migrated and the keys are on the
   target: sent there after ``ASKING``), ``TRYAGAIN`` (mid-migration, the keys split between
@@ -27,7 +31,7 @@ import time
 from typing import Any
 
 import redis
-from redis.cluster import ClusterNode
+from redis.cluster import PRIMARY, ClusterNode
 from redis.commands.core import Script
 from redis.crc import key_slot
 from redis.exceptions import (
@@ -48,6 +52,10 @@ RETRY_PAUSE = 0.05  # before resending after TRYAGAIN, CLUSTERDOWN or a refused 
 # MOVED/ASK answers in a row, with no pause between them: a map that does not settle. (Every
 # other resend pauses first, and stops at the deadline.)
 MAX_REDIRECTS = 16
+# While a master that failed a call still owns slots in the map: how often the map is read
+# again, and for how long at most (a master that neither answers nor is replaced).
+WATCH_INTERVAL = 0.2
+WATCH_LIMIT = 60.0
 
 
 def slot_of(key: str) -> int:
@@ -65,6 +73,11 @@ class ClusterWire:
         self._wires: dict[str, Wire] = {}
         self._refresh_lock = threading.Lock()
         self._refreshed_at = float("-inf")
+        # Masters that failed a call, by name, with when they first did (:meth:`_suspect`).
+        self._suspects: dict[str, float] = {}
+        self._watch_lock = threading.Lock()
+        self._watcher: threading.Thread | None = None
+        self._closed = threading.Event()
 
     def master_of(self, slot: int) -> ClusterNode:
         """The master that owns ``slot``, as the current map says."""
@@ -79,13 +92,19 @@ class ClusterWire:
         return wire
 
     def refresh(self) -> None:
-        """Read the slot map again, unless it was read a moment ago or is being read."""
+        """Read the slot map again, unless it was read a moment ago or is being read. The
+        masters that failed a call are asked last: a frozen one would hold the read for its
+        whole timeout."""
         if time.monotonic() - self._refreshed_at < REFRESH_INTERVAL:
             return
         if not self._refresh_lock.acquire(blocking=False):
             return  # another call is reading it
         try:
-            self._cluster.nodes_manager.initialize()
+            manager = self._cluster.nodes_manager
+            suspects = list(self._suspects)
+            for name in suspects:
+                manager.move_node_to_end_of_cached_nodes(name)
+            manager.initialize(last_failed_node_name=suspects[0] if suspects else None)
         except redis.RedisError as exc:
             log.warning("the cluster's slot map could not be read: %s: %s",
                         type(exc).__name__, exc)
@@ -113,13 +132,17 @@ class ClusterWire:
                 replies = wire.call(*sent)
             except NotSent:
                 wire.close()  # the server went away: its idle connections are likely broken
-                self._wait_out(deadline, refresh=True, reason="not_connected")
+                # Whatever time is left: a connect that timed out may have used it all.
+                self._suspect(node)
+                self._wait_out(deadline, refresh=False, reason="not_connected")
                 asking, redirects = None, 0
                 continue
             except (redis.ConnectionError, redis.TimeoutError):
                 wire.close()  # the master may be gone: its other connections too
-                self.refresh()
+                self._suspect(node)
                 raise
+            if self._suspects:
+                self._suspects.pop(node.name, None)  # it answers
             if asking is not None:
                 replies, asking = replies[1:], None
             first = replies[0]
@@ -134,6 +157,35 @@ class ClusterWire:
             if redirects == MAX_REDIRECTS:
                 raise NotSent(f"slot {slot}: still redirected after {MAX_REDIRECTS} sends")
             asking = self._redirect(first)
+
+    def _suspect(self, node: ClusterNode) -> None:
+        """``node`` failed a call: read the map now (asking it last), and keep reading it in
+        the background while it names ``node`` as a master (:meth:`_watch`)."""
+        with self._watch_lock:
+            self._suspects.setdefault(node.name, time.monotonic())
+            if self._watcher is None and not self._closed.is_set():
+                self._watcher = threading.Thread(target=self._watch, daemon=True,
+                                                 name="seckill-cluster-watch")
+                self._watcher.start()
+        self.refresh()
+
+    def _watch(self) -> None:
+        """Read the map every WATCH_INTERVAL until no suspect is a master in it any more (its
+        replica took over, or it answered a call), or for WATCH_LIMIT at most."""
+        while not self._closed.wait(WATCH_INTERVAL):
+            self.refresh()
+            manager = self._cluster.nodes_manager
+            with self._watch_lock:
+                now = time.monotonic()
+                for name, since in list(self._suspects.items()):
+                    node = manager.get_node(node_name=name)
+                    if node is None or node.server_type != PRIMARY or now - since > WATCH_LIMIT:
+                        self._suspects.pop(name, None)  # (a call may have cleared it too)
+                if not self._suspects:
+                    self._watcher = None
+                    return
+        with self._watch_lock:
+            self._watcher = None
 
     def _redirect(self, reply: AskError) -> ClusterNode | None:
         """Follow a MOVED (patch the map; None: send to the slot's master) or an ASK (the node
@@ -176,6 +228,10 @@ class ClusterWire:
         return send_script(call, script, keys, args, *after)
 
     def close(self) -> None:
-        """Disconnect every master's idle connections."""
+        """Stop watching the map, and disconnect every master's idle connections."""
+        self._closed.set()
+        watcher = self._watcher
+        if watcher is not None:
+            watcher.join(timeout=10)  # a read of the map in progress ends within its timeout
         for wire in list(self._wires.values()):
             wire.close()
