@@ -212,7 +212,7 @@ def test_end_answers_the_moment_after_which_nothing_is_decided(
         for thread in threads:
             thread.join(20)
         hung.release()
-    ends_ms = max(int(rds.hget(KeySpace(prefix).meta(tag), "ends_ms"))
+    ends_ms = max(int(str(rds.hget(KeySpace(prefix).meta(tag), "ends_ms")))
                   for tag in part_tags(aid, 3))
     assert ms_from_iso(body["ends_at"], "ends_at") == ends_ms, body
     # Every order was decided (its id carries Redis's time) before the recorded end.
@@ -228,7 +228,7 @@ def test_end_with_the_database_up_answers_its_ends_at(
     aid = make_activity(total=5)["id"]
     expect(buy(client, aid, "early"), 200)
     ended = expect(_lever(client, aid, "end")[0], 200)
-    stored = int(rds.hget(KeySpace(prefix).meta(aid), "ends_ms"))
+    stored = int(str(rds.hget(KeySpace(prefix).meta(aid), "ends_ms")))
     row = _row(database_url, aid)
     assert row.ends_ms == stored
     assert ended["state"] == "ended", ended
