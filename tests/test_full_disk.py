@@ -11,7 +11,9 @@ fails without it, elsewhere it is skipped with the reason.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
+import logging
 import os
 import subprocess
 import threading
@@ -24,9 +26,22 @@ from typing import Any
 
 import psutil
 import pytest
+import redis
+from flask import Flask
 
+from seckill.config import Settings
 from seckill.ops.supervisor import ChildSpec, Supervisor
-from tests.conftest import ADMIN_TOKEN
+from seckill.web.app import create_app
+from tests.conftest import (
+    ADMIN,
+    ADMIN_TOKEN,
+    buy,
+    create_activity,
+    gateway_env,
+    order_status,
+    user_headers,
+)
+from tests.faults import dedicated_valkey, stop_worker_process, wait_until, worker_process
 from tests.test_cli import call
 from tests.upstack import UpStack, running_up, user_token
 
@@ -46,11 +61,11 @@ def require_root() -> None:
 
 
 @contextlib.contextmanager
-def small_disk(where: Path) -> Iterator[Path]:
-    """A tmpfs of :data:`DISK_SIZE` mounted on ``where``, unmounted on the way out."""
+def small_disk(where: Path, size: str = DISK_SIZE) -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted on ``where``, unmounted on the way out."""
     require_root()
     where.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE},mode=0700", "tmpfs",
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs",
                     str(where)], check=True)
     try:
         yield where
@@ -251,3 +266,136 @@ def test_the_supervisor_never_gives_up_on_a_child_whose_cause_passes(tmp_path: P
         supervisor.stop()
     assert not runner.is_alive()
 
+
+
+# --- a store that refuses writes, without the whole stack ------------------------------------
+
+
+def misconf(exc: BaseException) -> bool:
+    """Whether ``exc`` is Valkey refusing a write for its disk."""
+    return isinstance(exc, redis.ResponseError) and str(exc).startswith("MISCONF")
+
+
+@contextlib.contextmanager
+def refusing_store(tmp_path: Path, prefix: str, database_url: str) -> Iterator[RefusingStore]:
+    """A Valkey of its own on a small tmpfs (``everysec``, as ``seckill up`` runs it on a
+    nearly full disk) and an app on it; :meth:`RefusingStore.refuse` fills the disk."""
+    with small_disk(tmp_path / "disk", "16m") as disk, dedicated_valkey(
+            disk / "valkey", appendfsync="everysec") as valkey:
+        env = gateway_env(valkey.url, prefix, tmp_path / "data", database_url, "1000/second")
+        app = create_app(Settings.from_env(env))
+        app.config["TESTING"] = True
+        rds = redis.Redis.from_url(valkey.url, decode_responses=True)
+        try:
+            yield RefusingStore(disk, env, app, rds)
+        finally:
+            rds.close()
+            app.extensions["seckill"].close()
+
+
+@dataclasses.dataclass
+class RefusingStore:
+    disk: Path
+    env: dict[str, str]
+    app: Flask
+    rds: redis.Redis
+    filler: Path | None = None
+
+    def refuse(self) -> None:
+        """Fill the disk, then write until Valkey's append fails and it refuses writes."""
+        self.filler = fill(self.disk)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.rds.set("disk:probe", "x" * 4096)
+            except redis.ResponseError as exc:
+                if misconf(exc):
+                    return
+                raise
+            assert time.monotonic() < deadline, "Valkey never refused a write"
+            time.sleep(0.05)
+
+    def free(self) -> None:
+        """Remove the filler; wait until Valkey writes again (it retries its append)."""
+        assert self.filler is not None
+        self.filler.unlink()
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.rds.set("disk:probe", "y")
+                return
+            except redis.ResponseError as exc:
+                assert misconf(exc) and time.monotonic() < deadline, exc
+            time.sleep(0.05)
+
+
+def test_the_orders_worker_waits_out_a_storage_refusal(
+    tmp_path: Path, prefix: str, database_url: str,
+) -> None:
+    """Its reads of the stream are writes: refused with MISCONF while the disk is full. The
+    worker waits (one warning, not a line per try) and stores the orders once there is room."""
+    log_path = tmp_path / "worker.log"
+    with refusing_store(tmp_path, prefix, database_url) as store:
+        client = store.app.test_client()
+        aid = create_activity(client, total=100)["id"]
+        worker = worker_process(store.env, log_path, SECKILL_WORKER_BLOCK_MS="200")
+        try:
+            assert buy(client, aid, "before").status_code == 200
+            wait_until(lambda: order_status(client, aid, "before")["status"] == "confirmed",
+                       15, 0.1, "the first order stored")
+            store.refuse()
+            refused_at = time.monotonic()
+            while time.monotonic() - refused_at < 6.0:
+                assert worker.poll() is None, log_path.read_text()[-3000:]
+                time.sleep(0.1)
+            text = log_path.read_text()
+            said = [line for line in text.splitlines() if "disk" in line and "WARNING" in line]
+            assert 1 <= len(said) <= 2, text[-3000:]
+            assert "Traceback" not in text, text[-3000:]
+
+            store.free()
+            assert buy(client, aid, "after").status_code == 200
+            wait_until(lambda: order_status(client, aid, "after")["status"] == "confirmed",
+                       15, 0.1, "the order bought after the disk had room stored")
+            assert worker.poll() is None, log_path.read_text()[-3000:]
+        finally:
+            stop_worker_process(worker)
+        print(log_path.read_text())
+
+
+def test_healthz_names_storage_when_the_store_refuses_writes(
+    tmp_path: Path, prefix: str, database_url: str,
+) -> None:
+    with refusing_store(tmp_path, prefix, database_url) as store:
+        client = store.app.test_client()
+        assert client.get("/healthz").status_code == 200
+        store.refuse()
+        answer = client.get("/healthz")
+        assert answer.status_code == 503, answer.get_json()
+        failing = answer.get_json()["failing"]
+        assert set(failing) == {"storage"}, failing
+        assert "append-only file" in failing["storage"], failing
+        # The console's state says so, and its census of the sale stays fresh (reads are
+        # served).
+        state = client.get("/admin/console/state", headers=ADMIN).get_json()
+        assert state["storage"]["writable"] is False, state["storage"]
+        store.free()
+        assert client.get("/healthz").status_code == 200
+
+
+def test_the_rate_limiter_says_a_storage_refusal_once_not_per_request(
+    tmp_path: Path, prefix: str, database_url: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The per-user rate counters are writes: refused, the limiter fails open (counted in the
+    metric), and says why in one line rather than one per request."""
+    with refusing_store(tmp_path, prefix, database_url) as store:
+        client = store.app.test_client()
+        aid = create_activity(client, total=100)["id"]
+        store.refuse()
+        caplog.set_level(logging.INFO, logger="seckill.ratelimit")
+        for n in range(100):
+            got = client.get(f"/seckill/url?activity={aid}", headers=user_headers(f"r{n}"))
+            assert got.status_code == 200, got.get_json()  # fails open
+        said = [r for r in caplog.records if r.name == "seckill.ratelimit"]
+        assert 1 <= len(said) <= 2, [r.getMessage() for r in said]
+        assert "disk" in said[0].getMessage(), said[0].getMessage()

@@ -1,4 +1,5 @@
-"""What ``/healthz`` says of the database: a probe that answers in a moment, hung database or not.
+"""What ``/healthz`` says of the database: a probe that answers in a moment, hung database or not;
+and of the sale's store: away, or up but refusing writes for its disk (``storage``).
 
 The console asks every instance's ``/healthz`` with half a second to answer, and a load
 balancer asks often; a probe that waits out a hung database's timeout on every call would time
@@ -18,6 +19,8 @@ from flask import current_app
 
 from seckill.services import Services
 from seckill.sql.engine import DatabaseTimeout, ping
+from seckill.store.plumbing.connection import ping_redis
+from seckill.store.plumbing.storage import read_storage, refuses_writes
 
 _NOT_YET = object()
 
@@ -85,6 +88,20 @@ def database_health(found: Services) -> DatabaseHealth:
             "seckill.database_health",
             DatabaseHealth(probe, found.settings.database_timeout))
     return health
+
+
+def store_health(found: Services) -> dict[str, str]:
+    """``/healthz``'s parts for the sale's store: ``redis`` when it does not answer,
+    ``storage`` (why, in Redis's words) when it answers but refuses writes for its disk (it
+    refuses PING then, and serves reads); nothing when healthy."""
+    try:
+        ping_redis(found.client)
+    except Exception as exc:
+        if not refuses_writes(exc):
+            return {"redis": type(exc).__name__}
+        reason = read_storage(found.client, found.settings.data_dir).reason
+        return {"storage": reason or str(exc)}
+    return {}
 
 
 def away(failing: dict[str, str]) -> str:

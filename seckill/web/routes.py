@@ -18,7 +18,6 @@ from seckill.domain.activities import Activity, is_activity_id, now_ms
 from seckill.domain.people import buyer
 from seckill.operator import activities, orders
 from seckill.sql import deliveries
-from seckill.store.plumbing.connection import ping_redis
 from seckill.store.plumbing.storage import read_storage
 from seckill.web import admission as admission_routes
 from seckill.web import blocks as blocks_routes
@@ -29,7 +28,7 @@ from seckill.web import webhooks_admin as webhooks_routes
 from seckill.web.body import json_body, read_body
 from seckill.web.census import CensusCollector
 from seckill.web.current import services
-from seckill.web.health import database_health
+from seckill.web.health import database_health, store_health
 from seckill.web.limits import ColdLimits
 
 # The contract as OpenAPI 3.1, kept next to this module (so the wheel ships it) and served as is.
@@ -142,11 +141,7 @@ def _service() -> Blueprint:
     @bp.get("/healthz")
     def healthz() -> tuple[dict[str, Any], int]:
         found = services()
-        problems: dict[str, str] = {}
-        try:
-            ping_redis(found.client)
-        except Exception as exc:
-            problems["redis"] = type(exc).__name__
+        problems = store_health(found)
         if (database := database_health(found).failing()) is not None:
             problems["database"] = database
         if problems:

@@ -20,6 +20,7 @@ from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.plumbing.shards import part_tags
+from seckill.store.plumbing.storage import RefusalNotice, refuses_writes
 from seckill.store.sale.recovery import Restorer
 from seckill.worker.stop import StopFlag
 
@@ -47,6 +48,7 @@ class Expirer:
         self.refresh_seconds = refresh_seconds
         self._activities: dict[str, int] = {}  # activity id -> parts
         self._refreshed_at = float("-inf")
+        self.storage = RefusalNotice(log, "unpaid holds wait for their expiry")
 
     def activities(self) -> dict[str, int]:
         """The activities whose holds may still be due (re-read every ``refresh_seconds``)."""
@@ -100,8 +102,13 @@ class Expirer:
             started = time.monotonic()
             try:
                 self.step()
+                self.storage.passed()
             except (redis.RedisError, OSError) as exc:
-                log.warning("expiry round failed (%s: %s); retrying", type(exc).__name__, exc)
+                if refuses_writes(exc):  # a full disk: said once, not four times a second
+                    self.storage.refused(exc)
+                else:
+                    log.warning("expiry round failed (%s: %s); retrying", type(exc).__name__,
+                                exc)
             except Exception:  # the database away, among others: next round
                 log.exception("expiry round failed; retrying")
             stop.event.wait(max(0.0, self.interval - (time.monotonic() - started)))

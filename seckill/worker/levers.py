@@ -9,6 +9,7 @@ import time
 
 import redis
 
+from seckill.store.plumbing.storage import RefusalNotice, refuses_writes
 from seckill.store.sale.levers import LeverRecords
 from seckill.worker.stop import StopFlag
 
@@ -21,6 +22,7 @@ class LeverCatchUp:
     def __init__(self, levers: LeverRecords, interval: float = 1.0) -> None:
         self.levers = levers
         self.interval = interval
+        self.storage = RefusalNotice(log, "the database catches up with the levers later")
 
     def run(self, stop: StopFlag) -> None:
         """Rounds until ``stop``; trouble is logged and the next round tries again (the marks
@@ -31,8 +33,13 @@ class LeverCatchUp:
                 done = self.levers.catch_up_all()
                 if done:
                     log.info("recorded the levers of %d activities in the database", done)
+                self.storage.passed()
             except (redis.RedisError, OSError) as exc:
-                log.warning("levers not caught up (%s: %s); retrying", type(exc).__name__, exc)
+                if refuses_writes(exc):  # a full disk: said once, not every second
+                    self.storage.refused(exc)
+                else:
+                    log.warning("levers not caught up (%s: %s); retrying", type(exc).__name__,
+                                exc)
             except Exception:  # a bug must not stop the orders worker: logged, next round
                 log.exception("levers not caught up; retrying")
             stop.event.wait(max(0.0, self.interval - (time.monotonic() - started)))

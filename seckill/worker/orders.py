@@ -33,6 +33,7 @@ from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace, hash_tag
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.plumbing.shards import activity_of_tag, part_tags
+from seckill.store.plumbing.storage import RefusalNotice, refuses_writes
 from seckill.worker import groups, replicas, streams
 from seckill.worker.deferred import Deferred, Held
 from seckill.worker.groups import GROUP
@@ -70,6 +71,8 @@ class OrdersWorker:
         # lost, or Redis restarted from its AOF): re-read them (XREADGROUP from id 0) before
         # new ones, rather than leave them for XAUTOCLAIM after ``claim_idle_ms``.
         self._own_pending = False
+        # Its reads of the streams are writes: a full disk refuses them until it has room.
+        self.storage = RefusalNotice(log, "the orders stay pending in their streams")
 
     # -- streams and groups --------------------------------------------------------------
 
@@ -133,16 +136,21 @@ class OrdersWorker:
 
     def run(self, stop: StopFlag) -> None:
         """Run cycles until ``stop`` is set, waiting out Redis outages (on a cluster: a node
-        down, a failover under way, until a replica has taken over)."""
+        down, a failover under way, until a replica has taken over) and its refusals of
+        writes for a full disk."""
         log.info("orders worker %s started", self.consumer)
         while not stop:
             try:
                 self.step(stop)
+                self.storage.passed()
             except streams.CAUGHT as exc:
-                if not redis_away(exc):
+                if refuses_writes(exc):
+                    self.storage.refused(exc)
+                elif redis_away(exc):
+                    log.warning("Redis unreachable (%s: %s); retrying in 1s",
+                                type(exc).__name__, exc)
+                else:
                     raise
-                log.warning("Redis unreachable (%s: %s); retrying in 1s",
-                            type(exc).__name__, exc)
                 self._own_pending = True
                 self._sleep(1.0, stop)
         self.deferred.hand_back(self.client, self.consumer)  # the next worker takes them now

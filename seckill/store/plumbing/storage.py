@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import logging
 import os
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +62,58 @@ def persistence_error(info: dict[str, Any]) -> str | None:
     if info.get("rdb_last_bgsave_status") == "err":
         return "the last snapshot failed"
     return None
+
+
+def refuses_writes(exc: BaseException) -> bool:
+    """Whether ``exc`` is Redis refusing a command because it cannot write to its disk
+    (``MISCONF``: writes, and PING, until an append succeeds again)."""
+    return isinstance(exc, redis.ResponseError) and str(exc).startswith("MISCONF")
+
+
+class RefusalNotice:
+    """The log's account of a store that refuses writes for its disk, from one loop or
+    request path: the first refusal at once, then one line every ``every`` seconds with how
+    many came since, and a line once writes pass again. A full disk lasts minutes and is
+    retried many times a second; a line per try would bury everything else (and fill the
+    log's own disk)."""
+
+    def __init__(self, log: logging.Logger, what: str, every: float = 30.0) -> None:
+        self.log = log
+        self.what = what  # what waits: "the orders stay pending", "fails open"
+        self.every = every
+        self._lock = threading.Lock()
+        self._since: float | None = None  # the first refusal of this spell (monotonic)
+        self._said_at = 0.0
+        self._unsaid = 0
+
+    def refused(self, exc: BaseException) -> None:
+        """Count a refusal; say so if it is the first of its spell or a line is due."""
+        now = time.monotonic()
+        with self._lock:
+            first = self._since is None
+            if first:
+                self._since = now
+            elif now - self._said_at < self.every:
+                self._unsaid += 1
+                return
+            since, count = self._since, self._unsaid
+            self._said_at, self._unsaid = now, 0
+        if first:
+            self.log.warning("the sale's store refuses writes, its disk full or failing (%s); "
+                             "%s, retrying until it takes them", exc, self.what)
+        else:
+            self.log.warning("the sale's store still refuses writes after %.0f s (%d more "
+                             "refusals); %s", now - (since or now), count + 1, self.what)
+
+    def passed(self) -> None:
+        """A write went through: end the spell, saying so if there was one."""
+        if self._since is None:  # the common case, without the lock
+            return
+        with self._lock:
+            since, self._since, self._unsaid = self._since, None, 0
+        if since is not None:
+            self.log.info("the sale's store takes writes again after %.1f s",
+                             time.monotonic() - since)
 
 
 def read_storage(client: Client, data_dir: Path) -> Storage:

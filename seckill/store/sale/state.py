@@ -24,6 +24,7 @@ from seckill.domain.people import buyer, script_buyer
 from seckill.domain.variants import Items
 from seckill.store.plumbing.connection import ScriptWire
 from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.storage import RefusalNotice, refuses_writes
 from seckill.store.sale.cache import ActivityCache
 from seckill.store.sale.queue import AdmissionQueue
 from seckill.store.sale.soldout import SoldOutBoard
@@ -47,6 +48,8 @@ class SaleState:
         self.rates = rates
         self._rate_args: list[int] = [n for rate in rates for n in rate]
         self.queue = queue  # a queue or draw activity's admissions (seckill.store.sale.queue)
+        # The counters are writes: a full disk refuses every request's, for minutes.
+        self._storage = RefusalNotice(log, "rate limits are not checked (fails open)")
 
     # -- what the edge reads ---------------------------------------------------------------
 
@@ -74,8 +77,12 @@ class SaleState:
             reply: Any = self.wire.run_script(self.rate_script, keys, self._rate_args)[0]
         except redis.RedisError as exc:
             metrics.RATELIMIT_FAILURES.inc()
-            log.warning("rate limit not checked for %s (fails open): %s", uid, exc)
+            if refuses_writes(exc):
+                self._storage.refused(exc)
+            else:
+                log.warning("rate limit not checked for %s (fails open): %s", uid, exc)
             return None
+        self._storage.passed()
         return int(reply[1]) if reply[0] == "rate_limited" else None
 
     # -- the purchase ----------------------------------------------------------------------
