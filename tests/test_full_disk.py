@@ -20,6 +20,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,9 @@ import redis
 from flask import Flask
 
 from seckill.config import Settings
+from seckill.ops.embedded import FsyncKeeper
 from seckill.ops.supervisor import ChildSpec, Supervisor
+from seckill.store.plumbing.storage import available_bytes
 from seckill.web.app import create_app
 from tests.conftest import (
     ADMIN,
@@ -45,7 +48,8 @@ from tests.faults import dedicated_valkey, stop_worker_process, wait_until, work
 from tests.test_cli import call
 from tests.upstack import UpStack, running_up, user_token
 
-DISK_SIZE = "48m"
+# More than the room under which Valkey runs everysec (seckill.ops.embedded.ROOM_FLOOR_BYTES).
+DISK_SIZE = "160m"
 # Longer than the old supervisor's crash-loop limit (6 quick deaths, about 15 s of backoff).
 FULL_FOR_SECONDS = 25.0
 
@@ -74,8 +78,9 @@ def small_disk(where: Path, size: str = DISK_SIZE) -> Iterator[Path]:
         subprocess.run(["umount", "--lazy", str(where)], check=False)
 
 
-def fill(disk: Path) -> Path:
-    """Write zeros to a file on ``disk`` until the kernel refuses (ENOSPC); its path."""
+def fill(disk: Path, pause: float = 0.0) -> Path:
+    """Write zeros to a file on ``disk`` until the kernel refuses (ENOSPC), ``pause`` seconds
+    between MiBs (0: at once); its path."""
     filler = disk / "filler"
     chunk = b"\0" * (1 << 20)
     with open(filler, "wb", buffering=0) as out:
@@ -85,6 +90,7 @@ def fill(disk: Path) -> Path:
             except OSError as exc:
                 assert exc.errno == errno.ENOSPC, exc
                 break
+            time.sleep(pause)
         else:
             raise AssertionError("the disk never filled")
     # Fill the last partial chunk's room too, byte-sized steps of a page.
@@ -154,16 +160,24 @@ def children_alive(stack: UpStack) -> set[str]:
 ROLES = {"valkey-server", "gunicorn", "seckill.worker", "seckill.webhooks", "nginx"}
 
 
-def test_a_full_data_disk_refuses_as_storage_and_sales_resume_when_space_returns(
-    tmp_path: Path,
-) -> None:
+@contextlib.contextmanager
+def sale_on_small_disk(tmp_path: Path, total: int) -> Iterator[tuple[Path, UpStack, Buyers]]:
+    """``seckill up`` with its data on a small tmpfs, an activity on sale and its first
+    purchase made: the disk, the stack and the buyers."""
     with small_disk(tmp_path / "disk") as disk, running_up(
         tmp_path, "--ip-rate", "off", SECKILL_DATA_DIR=str(disk / "data"),
     ) as stack:
-        aid = stack.create_activity(total=1000)
-        buyers = Buyers(stack, aid)
+        buyers = Buyers(stack, stack.create_activity(total=total))
         status, body, _ = buyers.buy()
         assert status == 200, body
+        yield disk, stack, buyers
+
+
+def test_a_full_data_disk_refuses_as_storage_and_sales_resume_when_space_returns(
+    tmp_path: Path,
+) -> None:
+    with sale_on_small_disk(tmp_path, 1000) as (disk, stack, buyers):
+        aid = buyers.aid
         assert children_alive(stack) == ROLES
         before = workers(stack)
         assert before
@@ -186,12 +200,13 @@ def test_a_full_data_disk_refuses_as_storage_and_sales_resume_when_space_returns
         assert late and all(s == 503 and b["error"] == "unavailable" and b["detail"] == "storage"
                             for _, s, b in late), (late, stack.text()[-4000:])
         assert "giving up" not in stack.text(), stack.text()[-4000:]
-        # Valkey, which exits at a write it cannot append, came back on the full disk.
-        assert "valkey restarted" in stack.text(), stack.text()[-4000:]
-        # The serving children run; one that dies of the disk (the orders worker, whose
-        # reads of the stream are writes) may be between two starts, never given up on.
-        assert children_alive(stack) >= {"valkey-server", "gunicorn", "nginx"}, \
+        # Filled at once, faster than the keeper looks: Valkey, which exits at a write it
+        # cannot append under always, came back on the full disk with everysec; or the
+        # keeper had switched first.
+        assert "valkey restarted" in stack.text() or "appendfsync everysec" in stack.text(), \
             stack.text()[-4000:]
+        # Every child runs: the orders worker waits out the refusal of its stream reads.
+        assert children_alive(stack) == ROLES, stack.text()[-4000:]
 
         # The console and the metrics stay up and say why.
         status, text = get_text(stack.admin_port, "/admin/console/state")
@@ -399,3 +414,115 @@ def test_the_rate_limiter_says_a_storage_refusal_once_not_per_request(
         said = [r for r in caplog.records if r.name == "seckill.ratelimit"]
         assert 1 <= len(said) <= 2, [r.getMessage() for r in said]
         assert "disk" in said[0].getMessage(), said[0].getMessage()
+
+
+# --- ahead of the disk filling ---------------------------------------------------------------
+
+
+def leave_room(disk: Path, room: int) -> Path:
+    """A file on ``disk`` that leaves about ``room`` bytes free; its path."""
+    filler = disk / "filler"
+    size = available_bytes(disk) or 0
+    with open(filler, "wb", buffering=0) as out:
+        out.write(b"\0" * max(0, size - room))
+    return filler
+
+
+def test_the_keeper_runs_everysec_while_the_disk_is_nearly_full(tmp_path: Path) -> None:
+    """Below its threshold of room the keeper sets ``everysec`` (a write that cannot be
+    appended is then refused, not the server's exit); with room again, ``always``. A
+    purchase's WAITAOF still waits for the fsync under ``everysec``."""
+    said: list[str] = []
+    with small_disk(tmp_path / "disk", "128m") as disk, dedicated_valkey(
+            disk / "valkey", appendfsync="always") as valkey:
+        assert valkey.process is not None
+        keeper = FsyncKeeper(valkey.url, valkey.data_dir, said.append)
+        rds = redis.Redis.from_url(valkey.url, decode_responses=True)
+        try:
+            keeper(valkey.process)
+            assert rds.config_get("appendfsync")["appendfsync"] == "always"
+            filler = leave_room(disk, 40 << 20)
+            keeper(valkey.process)
+            assert rds.config_get("appendfsync")["appendfsync"] == "everysec", said
+            # A write and its WAITAOF: answered once it is on disk (1 local fsync).
+            pipe = rds.pipeline(transaction=False)
+            pipe.set("k", "v")
+            pipe.execute_command("WAITAOF", 1, 0, 1500)
+            assert pipe.execute()[1][0] == 1
+            filler.unlink()
+            keeper(valkey.process)
+            assert rds.config_get("appendfsync")["appendfsync"] == "always", said
+        finally:
+            rds.close()
+    assert len(said) == 2, said
+
+
+FILL_PAUSE = 1 / 16  # seconds between MiBs: the disk fills at 16 MiB/s
+
+
+def test_a_disk_filling_under_purchases_meets_storage_refusals_not_a_restart(
+    tmp_path: Path,
+) -> None:
+    """A disk that fills while purchases run (16 MiB/s): the keeper has Valkey on
+    ``everysec`` before it is full, so the purchases meet ``storage`` refusals, never the
+    server's exit (ConnectionError, NotSent) and its restart; no child dies; sales resume
+    once there is room."""
+    with sale_on_small_disk(tmp_path, 100_000) as (disk, stack, buyers):
+        aid = buyers.aid
+        answers: list[tuple[float, int, str | None]] = []
+        unknown: list[str] = []  # the buyers answered 503 durability: decided, not yet on disk
+        stop = threading.Event()
+
+        def crowd() -> None:
+            deadline = time.monotonic() + 120  # bounded, whatever the test does
+            while not stop.is_set() and time.monotonic() < deadline:
+                status, body, uid = buyers.buy()
+                detail = body.get("detail") if isinstance(body, dict) else None
+                answers.append((time.monotonic(), status, detail))
+                if detail == "durability":
+                    unknown.append(uid)
+
+        runner = threading.Thread(target=crowd, daemon=True)
+        filling_at = time.monotonic()
+        runner.start()
+        try:
+            filler = fill(disk, FILL_PAUSE)
+            full_at = time.monotonic()
+            time.sleep(8.0)
+            filler.unlink()
+            freed_at = time.monotonic()
+            deadline = freed_at + 30
+            while not any(at > freed_at and s == 200 for at, s, _ in list(answers)):
+                assert time.monotonic() < deadline, (answers[-5:], stack.text()[-4000:])
+                time.sleep(0.1)
+        finally:
+            stop.set()
+            runner.join(15)
+        resumed = next(at for at, s, _ in answers if at > freed_at and s == 200) - freed_at
+        met = Counter((s, d) for at, s, d in answers if filling_at <= at <= freed_at)
+        print(f"filled in {full_at - filling_at:.1f} s; answers while filling and full: "
+              f"{dict(met)}; first sale {resumed:.2f} s after space returned")
+        for second in range(int(freed_at - filling_at) + 2):  # the timeline, from the fill
+            then = Counter((s, d) for at, s, d in answers
+                           if second <= at - filling_at < second + 1)
+            full = "(full)" if filling_at + second >= full_at else "      "
+            print(f"  {second:3d} s {full} {dict(then)}")
+        text = stack.text()
+        print("\n".join(line for line in text.splitlines() if "appendfsync" in line
+                        or "exited" in line))
+        # The purchases Valkey had applied when the append failed are answered 503
+        # durability (decided, not yet on disk: the order's status tells); then storage.
+        assert set(met) <= {(200, None), (503, "storage"), (503, "durability")}, (
+            met, text[-4000:])
+        assert (503, "storage") in met, met
+        assert met[(503, "durability")] <= 3, met  # one crowd thread: what was in flight
+        for uid in unknown:  # on disk once there is room: never lost
+            status, order = call(stack.port, "GET", f"/seckill/{aid}/order", user_token(uid))
+            assert status == 200 and order["status"] in {"pending", "confirmed"}, order
+        # Refused at once, not after the durability wait's 1.5 s: the crowd kept its pace.
+        refusals = [at for at, s, d in answers if d == "storage"]
+        assert len(refusals) >= 5 * (refusals[-1] - refusals[0]), len(refusals)
+        assert "exited with code" not in text, text[-4000:]
+        assert "appendfsync everysec" in text, text[-4000:]
+        assert resumed < 10, resumed
+        assert children_alive(stack) == ROLES, text[-4000:]

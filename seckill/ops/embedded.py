@@ -6,12 +6,13 @@ in a folder we choose, on a port we choose (a free one by default). Before every
 is repaired so that no incomplete transaction is loaded (:mod:`seckill.ops.aof`).
 
 On a full disk, ``appendfsync always`` makes Valkey exit at the first write it cannot append
-(it has applied the write and cannot take it back), and again after every restart. So a start
-on a full disk runs with ``everysec`` instead: a write that cannot be appended puts the server
-in its refusing state (``MISCONF`` to every write, reads still served) until a retried append
-succeeds, which it does by itself once there is room. No 200 depends on the policy: a
-purchase is confirmed by ``WAITAOF``. :class:`FsyncKeeper` sets ``always`` back once the disk
-has room and the server writes again.
+(it has applied the write and cannot take it back), and again after every restart. Under
+``everysec`` a write that cannot be appended puts the server in its refusing state
+(``MISCONF`` to every write, reads still served) until a retried append succeeds, which it
+does by itself once there is room. So while its disk is nearly full (:func:`low_on_room`) the
+server runs ``everysec``: started so (:func:`for_the_disk`), or switched ahead of the disk
+filling by :class:`FsyncKeeper`, which sets ``always`` back once there is room. No 200 depends
+on the policy: a purchase is confirmed by ``WAITAOF``, which waits for the fsync under either.
 """
 
 from __future__ import annotations
@@ -34,7 +35,20 @@ from redis.retry import Retry
 
 from seckill.config import port_slice
 from seckill.ops import aof
-from seckill.store.plumbing.storage import disk_full
+from seckill.store.plumbing.storage import available_bytes
+
+# Below this much room on its disk Valkey runs ``everysec`` (see the module's docstring). The
+# keeper looks once a second and its CONFIG SET must land before the room is gone, so the
+# margin is many seconds of what is written there: 64 MiB at least (the AOF is not the disk's
+# only writer: the logs, a SQLite database, a rewrite's new base file), or GROWTH_SECONDS of the
+# AOF's fastest recent growth where that is more (a sale's crowd appends MiBs a second).
+ROOM_FLOOR_BYTES = 64 << 20
+GROWTH_SECONDS = 10
+# ``always`` again only above this multiple of the threshold: a disk that hovers at the mark
+# does not flip the policy (and a log line) every second.
+ROOM_AGAIN = 1.25
+# The recent peak of the AOF's growth forgets by this factor a second (half in ~20 s).
+GROWTH_DECAY = 0.97
 
 
 def valkey_binary() -> str:
@@ -222,45 +236,94 @@ def _option(argv: Sequence[str], name: str) -> str | None:
     return None
 
 
+def low_on_room(folder: Path, threshold: int = ROOM_FLOOR_BYTES) -> bool:
+    """Whether ``folder``'s disk has less than ``threshold`` bytes left (unknown: no)."""
+    room = available_bytes(folder)
+    return room is not None and room < threshold
+
+
 def for_the_disk(argv: Sequence[str]) -> list[str]:
     """``argv`` (a valkey-server command line), with ``--appendfsync everysec`` in place of
-    ``always`` when the disk of its ``--dir`` is full: it then refuses writes instead of
-    exiting at the first one."""
+    ``always`` when the disk of its ``--dir`` is nearly full (:func:`low_on_room`): it then
+    refuses writes instead of exiting at the first one it cannot append."""
     folder = _option(argv, "--dir")
-    if _option(argv, "--appendfsync") != "always" or folder is None or not disk_full(
+    if _option(argv, "--appendfsync") != "always" or folder is None or not low_on_room(
             Path(folder)):
         return list(argv)
     at = list(argv).index("--appendfsync")
     return [*argv[: at + 1], "everysec", *argv[at + 2 :]]
 
 
+def _mib(n: float) -> str:
+    return f"{n / (1 << 20):.0f} MiB"
+
+
 class FsyncKeeper:
-    """The supervisor's tending of its Valkey (:attr:`ChildSpec.tend`): a server started with
-    ``everysec`` on a full disk gets ``always`` back once the disk has room and the server
-    has appended again (``aof_last_write_status:ok``). Once a process has ``always``, it is
-    not asked again."""
+    """The supervisor's tending of its Valkey (:attr:`ChildSpec.tend`), once a second: while
+    the disk has less room than :meth:`threshold`, ``everysec`` (set ahead of the disk
+    filling, while the server still writes); once it has room again and the server appends
+    again (``aof_last_write_status:ok``), ``always``. The server is asked only when the room
+    crosses a mark or the process is new."""
 
     def __init__(self, url: str, data_dir: Path, say: Callable[[str], None],
-                 wanted: str = "always") -> None:
+                 wanted: str = "always", floor: int = ROOM_FLOOR_BYTES) -> None:
         self.url = url
         self.data_dir = data_dir
         self.say = say
         self.wanted = wanted
-        self.settled_pid: int | None = None
+        self.floor = floor
+        self.settled: tuple[int, str] | None = None  # (pid, policy) the server was left on
+        self.growth = 0.0  # the AOF's recent peak growth, bytes a second
+        self._aof: tuple[float, int] | None = None  # (when, size) last measured
+
+    def threshold(self) -> int:
+        """The room below which the server runs ``everysec``, in bytes."""
+        return max(self.floor, int(GROWTH_SECONDS * self.growth))
+
+    def _measure(self) -> None:
+        """Follow the AOF's growth (its folder's size: no round trip to the server)."""
+        try:
+            size = sum(f.stat().st_size for f in (self.data_dir / "aof").iterdir())
+        except OSError:
+            return
+        now = time.monotonic()
+        if self._aof is not None and now > self._aof[0]:
+            rate = max(0, size - self._aof[1]) / (now - self._aof[0])  # a rewrite shrinks it
+            self.growth = max(rate, self.growth * GROWTH_DECAY ** (now - self._aof[0]))
+        self._aof = (now, size)
 
     def __call__(self, process: subprocess.Popen[bytes]) -> None:
-        """Set the wanted policy on ``process``'s server if it runs with another and may."""
-        if process.pid == self.settled_pid or disk_full(self.data_dir):
+        """Set the policy the room calls for on ``process``'s server, if it runs another."""
+        self._measure()
+        room = available_bytes(self.data_dir)
+        if room is None:
+            return
+        threshold = self.threshold()
+        if room < threshold:
+            policy = "everysec"
+        elif room >= threshold * ROOM_AGAIN:
+            policy = self.wanted
+        else:
+            return  # between the marks: left as it is
+        if self.settled == (process.pid, policy):
             return
         client = redis.Redis.from_url(self.url, socket_timeout=1, socket_connect_timeout=1,
                                       retry=Retry(NoBackoff(), 0), decode_responses=True)
         try:
-            if client.config_get("appendfsync").get("appendfsync") != self.wanted:
-                if client.info("persistence").get("aof_last_write_status") != "ok":
+            if client.config_get("appendfsync").get("appendfsync") != policy:
+                if policy == self.wanted and client.info("persistence").get(
+                        "aof_last_write_status") != "ok":
                     return  # still refusing: its own retry has not appended yet
-                client.config_set("appendfsync", self.wanted)
-                self.say(f"valkey: its disk has room again; appendfsync {self.wanted}")
-            self.settled_pid = process.pid
+                client.config_set("appendfsync", policy)
+                if policy == self.wanted:
+                    self.say(f"valkey: its disk has room again ({_mib(room)}); appendfsync "
+                             f"{policy}")
+                else:
+                    self.say(f"valkey: {_mib(room)} left on its disk (under {_mib(threshold)});"
+                             f" appendfsync {policy} until there is room (writes it cannot "
+                             f"append are refused, not its exit; a 200 still waits for its "
+                             f"fsync)")
+            self.settled = (process.pid, policy)
         except redis.RedisError:
             return  # starting, or stopping: the next round asks again
         finally:
@@ -274,8 +337,8 @@ def main(argv: Sequence[str]) -> None:
     if chosen != list(argv):
         from seckill import logs
 
-        message = ("its data folder's disk is full; starting with appendfsync everysec "
-                   "(writes refused with MISCONF until there is room)")
+        message = ("its data folder's disk is nearly full; starting with appendfsync everysec "
+                   "(writes it cannot append refused with MISCONF, not its exit)")
         with contextlib.suppress(OSError):  # standard error may be on the full disk too
             print(logs.line("valkey", "WARNING", message, logs.json_wanted()), file=sys.stderr,
                   flush=True)

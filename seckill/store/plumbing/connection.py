@@ -369,13 +369,14 @@ _WAITS = frozenset({"WAIT", "WAITAOF"})
 
 
 def _rest_unread(error: redis.ResponseError, rest: tuple[tuple[Any, ...], ...]) -> bool:
-    """Whether the replies after ``error`` need not be read: after ``NOREPLICAS`` (every
-    write that follows is refused alike, and a WAIT there waits for a replica there is none
-    of), or after ``NOSCRIPT`` when only the durability wait follows (it waits for nothing:
-    the script did not run; after a failover the new master lacks the script)."""
+    """Whether the replies after ``error`` need not be read: after ``NOREPLICAS`` or
+    ``MISCONF`` (every write that follows is refused alike; a WAIT waits for a replica there
+    is none of, a WAITAOF for a full disk), or after ``NOSCRIPT`` when only the durability
+    wait follows (it waits for nothing: the script did not run; after a failover the new
+    master lacks the script)."""
     if not rest:
         return False
-    if no_replica(error):
+    if no_replica(error) or str(error).startswith("MISCONF"):
         return True
     return isinstance(error, NoScriptError) and all(
         str(command[0]).upper() in _WAITS for command in rest)
