@@ -31,6 +31,7 @@ import redis
 from flask import Flask
 
 from seckill.config import Settings
+from seckill.ops.cluster import up_cluster
 from seckill.ops.embedded import FsyncKeeper
 from seckill.ops.supervisor import ChildSpec, Supervisor
 from seckill.store.plumbing.storage import available_bytes
@@ -526,3 +527,34 @@ def test_a_disk_filling_under_purchases_meets_storage_refusals_not_a_restart(
         assert "appendfsync everysec" in text, text[-4000:]
         assert resumed < 10, resumed
         assert children_alive(stack) == ROLES, text[-4000:]
+
+
+def test_the_keeper_tends_every_node_of_an_embedded_cluster(tmp_path: Path) -> None:
+    """``seckill up --redis-nodes 3``'s nodes, supervised as it does, on one small disk: each
+    node runs ``everysec`` while the disk is nearly full and ``always`` once it has room."""
+    with small_disk(tmp_path / "disk", "128m") as disk:
+        _, _, specs = up_cluster(disk / "cluster", 3, 0, {})
+        supervisor = Supervisor(specs, data_dir=disk)
+        runner = threading.Thread(target=supervisor.run, daemon=True)
+        urls = [f"redis://127.0.0.1:{spec.name.removeprefix('valkey-')}/0" for spec in specs]
+
+        def policies() -> set[str]:
+            found = set()
+            for url in urls:
+                with redis.Redis.from_url(url, decode_responses=True, socket_timeout=1) as node:
+                    found.add(str(node.config_get("appendfsync")["appendfsync"]))
+            return found
+
+        try:
+            supervisor.start()
+            runner.start()
+            assert policies() == {"always"}
+            filler = leave_room(disk, 40 << 20)
+            wait_until(lambda: policies() == {"everysec"}, 10, 0.2, "every node on everysec")
+            filler.unlink()
+            wait_until(lambda: policies() == {"always"}, 10, 0.2, "every node on always")
+        finally:
+            supervisor.stop_requested = True
+            runner.join(10)
+            supervisor.stop()
+        assert supervisor.failure is None, supervisor.failure

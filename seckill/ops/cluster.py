@@ -20,10 +20,10 @@ from pathlib import Path
 import redis
 
 from seckill.config import ConfigError
-from seckill.ops.embedded import EmbeddedValkey, valkey_binary
+from seckill.ops.embedded import EmbeddedValkey, FsyncKeeper, valkey_binary
 from seckill.ops.ports import BUS_PORT_OFFSET, bindable, free_cluster_ports
 from seckill.ops.replica_guard import durability_of, min_replicas_args
-from seckill.ops.supervisor import ChildSpec, Stopping, redis_ready
+from seckill.ops.supervisor import ChildSpec, Stopping, log, redis_ready
 
 CLUSTER_SLOTS = 16384
 NODE_DIR = re.compile(r"node-([1-9][0-9]{0,4})")
@@ -367,8 +367,10 @@ def up_cluster(
                 raise ConfigError(f"cannot listen on {cluster.host}:{each}, which node {port} "
                                   f"of {cluster.data_dir} needs: it is taken")
     cluster.prepare()
+    # Each node's fsync policy for the room on its disk, as the single server's.
     specs = [ChildSpec(f"valkey-{port}", server.command(), env=env,
-                       ready=redis_ready(server.url), stop_timeout=10)
+                       ready=redis_ready(server.url), stop_timeout=10,
+                       tend=FsyncKeeper(server.url, server.data_dir, log))
              for port, server in cluster.servers.items()]
     ping, formed = specs[-1].ready, [False]
     assert ping is not None
