@@ -395,6 +395,8 @@ def test_healthz_names_storage_when_the_store_refuses_writes(
         # served).
         state = client.get("/admin/console/state", headers=ADMIN).get_json()
         assert state["storage"]["writable"] is False, state["storage"]
+        assert (state["redis_up"], state["stale"]) == (True, False), state
+        assert all(node["ok"] for node in state["redis_nodes"]), state["redis_nodes"]
         store.free()
         assert client.get("/healthz").status_code == 200
 

@@ -28,6 +28,7 @@ from seckill.domain.clock import now_ms
 from seckill.store.plumbing.connection import Client, address_of, is_cluster_client, masters
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.shards import part_tags
+from seckill.store.plumbing.storage import refuses_writes
 from seckill.store.sale.controls import SaleControls
 from seckill.store.sale.payments import Payments
 from seckill.store.sale.queue import AdmissionQueue
@@ -117,7 +118,7 @@ class CensusTaker:
     def _take(self) -> Census:
         at = now_ms()
         try:
-            self.client.ping()
+            _ping(self.client)
             up = True
         except redis.RedisError as exc:
             return self._stale(at, False, exc, self._nodes(False, exc))
@@ -149,7 +150,7 @@ class CensusTaker:
         found: list[Node] = []
         for name, connection in masters(self.client):
             try:
-                connection.ping()
+                _ping(connection)
                 found.append(Node(name, "master", True))
             except Exception as failed:  # refused, timed out, loading: down for the console
                 found.append(Node(name, "master", False, type(failed).__name__))
@@ -214,3 +215,13 @@ class CensusTaker:
                 return 0.0
             oldest = str(entries[0][0])
         return max(0.0, (now_ms() - int(oldest.split("-")[0])) / 1000)
+
+
+def _ping(client: Any) -> None:
+    """PING ``client``; a server refusing writes for its disk (``MISCONF``, which refuses PING
+    too) still answers reads, so it counts as up: the console's storage line says the rest."""
+    try:
+        client.ping()
+    except redis.ResponseError as exc:
+        if not refuses_writes(exc):
+            raise
