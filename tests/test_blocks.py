@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 from flask.testing import FlaskClient
@@ -229,6 +230,17 @@ def test_blocks_from_the_command_line_reach_a_running_gateway(client, env):
     assert both.returncode == 2 and "not allowed with" in both.stderr
 
 
+def _move_database(source: Path, target: Path) -> None:
+    """Move a SQLite database with its WAL journal and shared memory, over whatever is at
+    ``target`` (an empty database made meanwhile, and its own journal, are replaced)."""
+    for suffix in ("", "-wal", "-shm"):
+        found = Path(f"{source}{suffix}")
+        if found.exists():
+            found.replace(f"{target}{suffix}")
+        else:
+            Path(f"{target}{suffix}").unlink(missing_ok=True)
+
+
 def test_while_the_database_cannot_be_read_the_last_copy_stays_and_the_sale_goes_on(
         make_app, private_valkey: EmbeddedValkey, tmp_path):
     """The blocks' database away: the process keeps the blocks it last read (the purchase
@@ -240,13 +252,16 @@ def test_while_the_database_cannot_be_read_the_last_copy_stays_and_the_sale_goes
     block(client, user="mallory", activity=aid)
     expect(buy(client, aid, "mallory"), 403, "blocked")
     watch = app.extensions["seckill"].blocks
-    database.rename(tmp_path / "away.db")  # a new, empty database in its place: no tables
     watch.book.engine.dispose()
+    # The whole database away (with its WAL journal, which holds what was not checkpointed
+    # yet): a new, empty database in its place, no tables.
+    _move_database(database, tmp_path / "away.db")
     try:
         wait_until(lambda: watch.failing, 3, what="the failing reading")
         expect(buy(client, aid, "alice"), 200)
         expect(buy(client, aid, "mallory"), 403, "blocked")
     finally:
-        (tmp_path / "away.db").replace(database)
+        watch.book.engine.dispose()
+        _move_database(tmp_path / "away.db", database)
         watch.book.engine.dispose()
     wait_until(lambda: not watch.failing, 3, what="the database again")
