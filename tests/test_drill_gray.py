@@ -55,20 +55,32 @@ def test_a_none_that_later_becomes_an_order_fails() -> None:
     stored = {"a": [StoredRow("a-2", "a", "p:key", "confirmed", account="u2")]}
     by_row = none_is_final(early, {}, stored)
     assert by_row.ok is False and "a-2" in by_row.detail
+    # A person's order made by another of their accounts: every account's status names it,
+    # but the one whose purchase said none made nothing.
+    person = {"a": [StoredRow("a-9", "a", "p:key", "confirmed", account="u7")]}
+    other = none_is_final(early, {("a", "u1"): {"status": "confirmed", "order_id": "a-9"}},
+                          person)
+    assert other.ok is True, other.detail
+    own = none_is_final(early, {("a", "u1"): {"status": "confirmed", "order_id": "a-9"}},
+                        {"a": [StoredRow("a-9", "a", "p:key", "confirmed", account="u1")]})
+    assert own.ok is False and "a-9" in own.detail
 
 
 # -- a frozen master --------------------------------------------------------------------
 
 
-def test_purchases_lost_after_node_timeout_plus_one_second_fail() -> None:
-    window = Window("freeze-valkey", 10.0, 22.0, info={"follow_bound": 3.0, "node": "v"})
-    early = [buy(11.0, 504, "gateway_timeout"), buy(12.9, 0, "timeout")]  # before the bound
+def test_purchases_lost_a_second_after_the_failover_fail() -> None:
+    window = Window("freeze-valkey", 10.0, 22.0,
+                    info={"failover": True, "failover_at": 12.5, "node": "v"})
+    early = [buy(11.0, 504, "gateway_timeout"), buy(13.4, 0, "timeout")]  # before the bound
     assert followed_new_master([window], [*early, buy(13.5, 200)], "a").ok is True
     late = followed_new_master([window], [*early, buy(14.0, 503, "unavailable")], "a")
-    assert late.ok is False and "503" in late.detail
+    assert late.ok is False and "503" in late.detail and "failover 2.5 s" in late.detail
     other = followed_new_master([window], [buy(14.0, 503, "unavailable", aid="b")], "a")
     assert other.ok is True  # another master's activity: not this check's
-    single = Window("freeze-valkey", 10.0, 22.0, info={"follow_bound": None})
+    never = Window("freeze-valkey", 10.0, 22.0, info={"failover": True, "node": "v"})
+    assert followed_new_master([never], [buy(14.0, 200)], "a").ok is False
+    single = Window("freeze-valkey", 10.0, 22.0, info={"failover": False})
     assert followed_new_master([single], [buy(14.0, 0, "timeout")], "a").ok is None
 
 
@@ -101,6 +113,11 @@ def test_a_full_disk_must_refuse_503_storage_and_recover() -> None:
     assert disk_full_refuses([full()], [*during, buy(13.0, 500, "internal")]).ok is False
     assert disk_full_refuses([full()], [*during, buy(13.0, 503, "unavailable")]).ok is False
     assert disk_full_refuses([full()], [*during, buy(13.0, 0, "timeout")]).ok is False
+    assert disk_full_refuses([full()], [*during, buy(13.0, 503, "unavailable",
+                                                   "NotSent")]).ok is False
+    # Decided as the append failed, and said so: its status tells (an unknown outcome).
+    assert disk_full_refuses([full()], [*during, buy(13.0, 503, "unavailable",
+                                                   "durability")]).ok is True
     assert disk_full_refuses([full(resumed=None)], during).ok is False
     assert disk_full_refuses([full(gave_up=True)], during).ok is False
     not_run = Window("disk-full", 1.0, 1.0, not_run="not root")

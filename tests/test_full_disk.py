@@ -32,7 +32,7 @@ from flask import Flask
 
 from seckill.config import Settings
 from seckill.ops.cluster import up_cluster
-from seckill.ops.embedded import FsyncKeeper
+from seckill.ops.embedded import EmbeddedValkey, FsyncKeeper
 from seckill.ops.supervisor import ChildSpec, Supervisor
 from seckill.store.plumbing.storage import available_bytes
 from seckill.web.app import create_app
@@ -560,3 +560,44 @@ def test_the_keeper_tends_every_node_of_an_embedded_cluster(tmp_path: Path) -> N
             runner.join(10)
             supervisor.stop()
         assert supervisor.failure is None, supervisor.failure
+
+
+def test_a_purchase_that_cannot_reach_a_store_down_for_its_full_disk_says_storage(
+    tmp_path: Path, prefix: str, database_url: str,
+) -> None:
+    """A cluster node that cannot save its config on a full disk, or a Valkey that exited
+    at a write it could not append, is down: a purchase that could not even be sent to it
+    hears ``storage`` (nothing was decided) while the gateway's data folder is full, and the
+    failure's own name otherwise."""
+    with small_disk(tmp_path / "disk", "16m") as disk:
+        valkey = EmbeddedValkey(tmp_path / "valkey", appendfsync="always")
+        valkey.start()
+        try:
+            (disk / "data").mkdir()  # seckill up's data folder: the Valkey's, and the gateway's
+            env = gateway_env(valkey.url, prefix, disk / "data", database_url, "1000/second")
+            app = create_app(Settings.from_env(env))
+            app.config["TESTING"] = True
+            client = app.test_client()
+            aid = create_activity(client, total=10)["id"]
+            assert buy(client, aid, "early").status_code == 200  # the sale is under way
+            urls = {uid: client.get(f"/seckill/url?activity={aid}",
+                                    headers=user_headers(uid)).get_json()["url"]
+                    for uid in ("before", "during")}
+            valkey.stop()  # down, as behind a full disk
+            answer = client.post(urls["before"], headers=user_headers("before"))
+            assert answer.status_code == 503, answer.get_json()
+            assert answer.get_json()["detail"] != "storage", answer.get_json()  # disk has room
+            filler = fill(disk)
+            # The gateway reads the disk's room at most once a second: within two, storage.
+            deadline = time.monotonic() + 2.5
+            while True:
+                answer = client.post(urls["during"], headers=user_headers("during"))
+                assert answer.status_code == 503, answer.get_json()
+                if answer.get_json()["detail"] == "storage":
+                    break
+                assert time.monotonic() < deadline, answer.get_json()
+                time.sleep(0.1)
+            filler.unlink()
+            app.extensions["seckill"].close()
+        finally:
+            valkey.stop()

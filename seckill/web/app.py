@@ -17,6 +17,7 @@ from edge.soldout import SoldOutFlag
 from edge.window import SaleWindow
 from seckill.config import Settings
 from seckill.services import Services
+from seckill.store.plumbing.storage import DiskWatch
 from seckill.web import routes
 from seckill.web.errors import JsonErrors
 from seckill.web.finish import Finish
@@ -84,7 +85,7 @@ def create_app(config: Settings | Mapping[str, str] | None = None) -> Flask:
     # The sale's two hot routes, answered before Flask's request machinery (seckill.web.hot).
     app.wsgi_app = HotRoutes(  # type: ignore[method-assign]
         app.wsgi_app, chain, services.sale, signer, finish, services.queue,
-        services.challenges, settings.purchase_budget_ms)
+        services.challenges, settings.purchase_budget_ms, DiskWatch(settings.data_dir).full)
 
     logging.getLogger("seckill").setLevel(logging.INFO)
     return app

@@ -75,6 +75,13 @@ _ALLOWED = {BUY.endpoint: ("POST",), URL.endpoint: ("GET", "HEAD"),
 _STATUS = {code: f"{code} {text.upper()}" for code, text in HTTP_STATUS_CODES.items()}
 # A proof-of-work solution as the contract allows it: base64, at most 1024 characters.
 _ALTCHA = re.compile(r"[A-Za-z0-9+/]{0,1022}={0,2}")
+# A purchase refused before anything was decided (no connection; a cluster with uncovered
+# slots; a server still loading; no replica to confirm it): on a full data disk that is the
+# disk's doing (the embedded Valkey, a cluster node that cannot save its config, or a
+# replica that cannot write, is down because of it), so the buyer hears "storage", as when
+# Redis itself refuses the write. A lost reply is not one of these: its outcome is unknown.
+UNSENT = frozenset({"NotSent", "ClusterDownError", "BusyLoadingError", "no_replica"})
+STORAGE = "the store's disk takes no writes now; nothing was decided, try again shortly"
 # A query read without decoding anything: activity=<plain id>.
 _PLAIN_QUERY = re.compile(r"activity=[A-Za-z0-9_-]{1,64}")
 
@@ -112,7 +119,8 @@ class HotRoutes:
 
     def __init__(self, flask_app: WSGIApp, edge: Chain, sale: SaleState,
                  signer: PurchaseUrlSigner, finish: Finish, queue: AdmissionQueue,
-                 challenges: ChallengeCheck, purchase_budget_ms: int) -> None:
+                 challenges: ChallengeCheck, purchase_budget_ms: int,
+                 disk_full: Callable[[], bool] = lambda: False) -> None:
         self.flask_app = flask_app
         self.edge = edge
         self.sale = sale
@@ -121,6 +129,8 @@ class HotRoutes:
         self.queue = queue
         self.challenges = challenges
         self.purchase_budget_ms = purchase_budget_ms
+        # Whether the local data folder's disk is full (seckill.store.plumbing.storage).
+        self.disk_full = disk_full
 
     def __call__(self, environ: WSGIEnviron, start_response: StartResponse) -> Iterable[bytes]:
         """Answer a hot route, or hand the request to Flask."""
@@ -166,6 +176,9 @@ class HotRoutes:
             status, outcome = 200, "ok"
         except Exception as exc:  # every failure becomes the contract's JSON
             failure = as_domain_error(exc, method, environ.get("PATH_INFO") or "")
+            if (failure.extra.get("detail") in UNSENT and route is BUY
+                    and self.disk_full()):
+                failure = errors.Unavailable(STORAGE, detail="storage")
             status, outcome, body = failure.status, failure.code, failure.body()
             headers = failure.headers()
             shared = _SHARED.get(route.endpoint)

@@ -104,15 +104,21 @@ def none_is_final(early: dict[tuple[str, str], tuple[float, dict[str, Any]]],
     database (by the account, or the buyer, that asked)."""
     name = "an unknown outcome's \"none\" is final"
     holders: dict[tuple[str, str], str] = {}
+    bought_by: dict[str, str] = {}  # order id -> the account whose purchase made it
     for rows in (stored or {}).values():
         for row in rows:
             holders[(row.aid, row.account or row.uid)] = row.order_id
+            bought_by[row.order_id] = row.account or row.uid
     nones = {key: at for key, (at, body) in early.items() if body.get("status") == "none"}
     later = []
     for (aid, uid), at in sorted(nones.items()):
         final = resolved.get((aid, uid), {})
         oid = (str(final.get("order_id")) if went_through(final)
                else holders.get((aid, uid), ""))
+        if oid and bought_by.get(oid, uid) != uid:
+            # A person's order, made by another of their accounts: the status of every
+            # account of that person names it, but this account's purchase made nothing.
+            oid = holders.get((aid, uid), "")
         if oid:
             later.append(f"{aid}/{uid}: none at {at:.1f} s, later order {oid}")
     unanswered = sum(1 for _, body in early.values() if body.get("status") == "unanswered")

@@ -287,6 +287,31 @@ class DrillStack:
             time.sleep(0.1)
         return False
 
+    def slot_owner(self, slot_key: str, avoid: str) -> str | None:
+        """The supervisor's name of the master serving ``slot_key``'s slot as a live node
+        other than ``avoid`` sees it (None: no answer); for timing a failover."""
+        import redis
+
+        from seckill.ops.cluster import EmbeddedCluster
+
+        cluster = EmbeddedCluster(self.data / "cluster", self.redis_nodes or 0,
+                                  self.replicas or 0)
+        for port in cluster.ports:
+            if f"valkey-{port}" == avoid:
+                continue
+            try:
+                with contextlib.closing(redis.Redis(port=port, socket_timeout=0.5,
+                                                    decode_responses=True)) as conn:
+                    slot = int(conn.execute_command("CLUSTER KEYSLOT", slot_key))
+                    for line in str(conn.execute_command("CLUSTER NODES")).splitlines():
+                        fields = line.split()
+                        if ("master" in fields[2] and "fail" not in fields[2]
+                                and _holds(fields[8:], slot)):
+                            return f"valkey-{fields[1].split('@')[0].rsplit(':', 1)[1]}"
+            except (redis.RedisError, OSError, IndexError, ValueError):
+                continue
+        return None
+
     def redis_master_to_kill(self, slot_key: str) -> str:
         """The supervisor's name of the Valkey to kill: the single server, or on a cluster the
         master that owns ``slot_key``'s slot (the busiest activity's)."""
@@ -302,3 +327,15 @@ class DrillStack:
         with contextlib.suppress(redis.RedisError):
             return f"valkey-{cluster.master_of_slot(slot)}"
         return f"valkey-{cluster.ports[0]}"
+
+
+def _holds(ranges: list[str], slot: int) -> bool:
+    """Whether CLUSTER NODES' slot ranges (``0-5460``, ``5461``; importing/migrating marks
+    in brackets are not owned) hold ``slot``."""
+    for item in ranges:
+        if item.startswith("["):
+            continue
+        low, _, high = item.partition("-")
+        if int(low) <= slot <= int(high or low):
+            return True
+    return False

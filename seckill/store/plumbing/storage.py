@@ -55,6 +55,25 @@ def disk_full(path: Path) -> bool:
     return room is not None and room < FULL_BELOW_BYTES
 
 
+class DiskWatch:
+    """Whether the local data folder's disk is full, read at most once every ``every``
+    seconds (one ``statvfs``): cheap enough to ask on a failed purchase."""
+
+    def __init__(self, path: Path, every: float = 1.0) -> None:
+        self.path = path
+        self.every = every
+        self._read_at = -float("inf")
+        self._full = False
+
+    def full(self) -> bool:
+        """Whether the disk was full at the last reading (made now if it is too old)."""
+        now = time.monotonic()
+        if now - self._read_at >= self.every:
+            self._read_at = now
+            self._full = disk_full(self.path)
+        return self._full
+
+
 def persistence_error(info: dict[str, Any]) -> str | None:
     """What ``INFO persistence`` of one server says stops its writes, or None."""
     if info.get("aof_enabled") and info.get("aof_last_write_status") == "err":
