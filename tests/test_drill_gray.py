@@ -115,6 +115,15 @@ def test_a_full_disk_must_refuse_503_storage_and_recover() -> None:
     assert disk_full_refuses([full()], [*during, buy(13.0, 0, "timeout")]).ok is False
     assert disk_full_refuses([full()], [*during, buy(13.0, 503, "unavailable",
                                                    "NotSent")]).ok is False
+    # A lost reply: an error on one server; on a cluster, a node the disk stopped.
+    lost = buy(13.0, 503, "unavailable", "ConnectionError")
+    assert disk_full_refuses([full()], [*during, lost]).ok is False
+    on_cluster = full()
+    on_cluster.info["cluster"] = True
+    counted = disk_full_refuses([on_cluster], [*during, lost])
+    assert counted.ok is True and "1 lost replies" in counted.detail
+    assert disk_full_refuses([on_cluster], [*during, buy(13.0, 503, "unavailable",
+                                                          "NotSent")]).ok is False
     # Decided as the append failed, and said so: its status tells (an unknown outcome).
     assert disk_full_refuses([full()], [*during, buy(13.0, 503, "unavailable",
                                                    "durability")]).ok is True

@@ -303,12 +303,13 @@ class DrillStack:
                 with contextlib.closing(redis.Redis(port=port, socket_timeout=0.5,
                                                     decode_responses=True)) as conn:
                     slot = int(conn.execute_command("CLUSTER KEYSLOT", slot_key))
-                    for line in str(conn.execute_command("CLUSTER NODES")).splitlines():
-                        fields = line.split()
-                        if ("master" in fields[2] and "fail" not in fields[2]
-                                and _holds(fields[8:], slot)):
-                            return f"valkey-{fields[1].split('@')[0].rsplit(':', 1)[1]}"
-            except (redis.RedisError, OSError, IndexError, ValueError):
+                    nodes = conn.cluster("NODES")  # redis-py's parse: address -> fields
+                for address, node in nodes.items():
+                    if ("master" in node["flags"] and "fail" not in node["flags"]
+                            and any(int(span[0]) <= slot <= int(span[-1])
+                                    for span in node["slots"])):
+                        return f"valkey-{address.rsplit(':', 1)[1]}"
+            except (redis.RedisError, OSError, KeyError, ValueError):
                 continue
         return None
 
@@ -328,14 +329,3 @@ class DrillStack:
             return f"valkey-{cluster.master_of_slot(slot)}"
         return f"valkey-{cluster.ports[0]}"
 
-
-def _holds(ranges: list[str], slot: int) -> bool:
-    """Whether CLUSTER NODES' slot ranges (``0-5460``, ``5461``; importing/migrating marks
-    in brackets are not owned) hold ``slot``."""
-    for item in ranges:
-        if item.startswith("["):
-            continue
-        low, _, high = item.partition("-")
-        if int(low) <= slot <= int(high or low):
-            return True
-    return False

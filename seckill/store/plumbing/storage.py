@@ -55,9 +55,16 @@ def disk_full(path: Path) -> bool:
     return room is not None and room < FULL_BELOW_BYTES
 
 
+# A full disk counts as full again only once it has this much room: while it is full, servers
+# that die of it and restart free and take a little room at a time.
+ROOM_AGAIN_BYTES = 16 << 20
+
+
 class DiskWatch:
     """Whether the local data folder's disk is full, read at most once every ``every``
-    seconds (one ``statvfs``): cheap enough to ask on a failed purchase."""
+    seconds (one ``statvfs``): cheap enough to ask on a failed purchase. Full below
+    :data:`FULL_BELOW_BYTES`, and until it has :data:`ROOM_AGAIN_BYTES` (or an eighth of
+    the disk) again."""
 
     def __init__(self, path: Path, every: float = 1.0) -> None:
         self.path = path
@@ -70,7 +77,14 @@ class DiskWatch:
         now = time.monotonic()
         if now - self._read_at >= self.every:
             self._read_at = now
-            self._full = disk_full(self.path)
+            try:
+                found = os.statvfs(self.path)
+            except OSError:  # no such folder here: the store runs elsewhere
+                self._full = False
+                return False
+            room, size = found.f_bavail * found.f_frsize, found.f_blocks * found.f_frsize
+            again = min(ROOM_AGAIN_BYTES, size // 8)  # a small disk: an eighth of it
+            self._full = room < (again if self._full else FULL_BELOW_BYTES)
         return self._full
 
 
