@@ -37,6 +37,7 @@ from seckill.ops.nginx import NginxOptions
 # A freeze lasts longer than nginx's read timeout, so that nginx gives up on the part first.
 FREEZE_S = float(NginxOptions.read_timeout) + 2.0
 DISK_FULL_S = 8.0
+FILL_MIB_PER_S = 64.0  # how fast the drill's file fills the data disk
 RECEIVER_FAULT_S = 2.5  # each of the receiver's four bad moods
 LEVER_BOUND_S = 5.0  # an operator lever answers within this, the database hung or not
 DATABASE_BOUND_S = 5.0  # a route needing the database answers within this when it is away
@@ -225,8 +226,11 @@ class GrayFaults:
         chunk = b"\0" * (1 << 20)
         with filler.open("wb", buffering=0) as out:
             with contextlib.suppress(OSError):  # ENOSPC: full
-                while True:
+                # At a disk's pace, not at once: the embedded Valkey's keeper (it looks once
+                # a second) switches to everysec ahead of the last MiB, as on a real disk.
+                for _ in range(1 << 16):  # bounded: far more than the disk holds
                     out.write(chunk)
+                    time.sleep(1 / FILL_MIB_PER_S)
             with contextlib.suppress(OSError):  # the last few KiB too
                 while True:
                     out.write(b"\0" * 4096)

@@ -92,7 +92,7 @@ class DrillStack:
         front = "nginx in front of 2 gunicorn instances" if self.nginx else "one gunicorn"
         database = "PostgreSQL (through the drill's proxy)" if self.database_url else "SQLite"
         durability = f", SECKILL_DURABILITY={self.durability}" if self.redis_nodes else ""
-        disk = ", data on a 64 MB tmpfs" if self.mounted else ""
+        disk = ", data on a 256 MB tmpfs" if self.mounted else ""
         return f"{front}, {redis}{durability}, {database}{disk}, `--ip-rate off`"
 
     @property
@@ -132,7 +132,7 @@ class DrillStack:
 
     # -- a small data disk ---------------------------------------------------------------
 
-    def mount_small_disk(self, megabytes: int = 64) -> str:
+    def mount_small_disk(self, megabytes: int = 256) -> str:
         """Mount a tmpfs of ``megabytes`` on the data folder (before the first start), so
         that the disk-full fault fills a disk of the drill's own; "" when done, else why
         not (the fault is then reported as not run)."""
