@@ -135,7 +135,7 @@ class Services:
         parts = Parts(client, keys, book)
         sharded = ShardedPurchases(runner.run, keys, scripts, runner.restore, client)
         purchases = Purchases(runner, keys, scripts, sharded, rates=settings.user_rates)
-        levers = LeverRecords(client, keys, scripts, book)
+        levers = LeverRecords(client, keys, scripts, book, settings.database_timeout)
         restocks = Restocks(client, keys, scripts, book, runner, parts, sharded, levers)
         orders = Orders(client, keys, scripts, book, runner, parts, sharded,
                         restocks.announce_stock_returned)

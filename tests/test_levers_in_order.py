@@ -236,3 +236,24 @@ def test_end_with_the_database_up_answers_its_ends_at(
     expect(buy(client, aid, "late"), 410, "ended")
     assert expect(client.get(f"/seckill/{aid}/order", headers=user_headers("early")),
                   200)["status"] in ("pending", "confirmed")
+
+
+def test_a_lever_waits_for_a_hung_database_at_most_its_timeout(
+        make_app: Callable[..., Flask], hung: HungDatabase, client: Any, rds: redis.Redis,
+        make_activity: Callable[..., dict[str, Any]], prefix: str) -> None:
+    """A process whose pooled connection then hangs: checking it, opening another and
+    running the write would each wait out their own timeout; the operator hears within the
+    one bound, and the lever is in force all the same."""
+    aid = make_activity(total=10)["id"]
+    timeout = 2.0
+    fresh = make_app(DATABASE_URL=hung.url, SECKILL_DATABASE_TIMEOUT=str(timeout)).test_client()
+    expect(fresh.get(f"/admin/activities/{aid}/stats", headers=ADMIN), 200)  # a pooled one
+    hung.hang()
+    try:
+        paused, took = _lever(fresh, aid, "pause")
+        assert expect(paused, 503, "unavailable")["applied"] == "sale"
+        assert took < timeout + 1.0, took
+        expect(buy(client, aid, "during"), 503, "paused")
+    finally:
+        hung.release()
+    assert rds.hget(KeySpace(prefix).meta(aid), "paused") == "1"

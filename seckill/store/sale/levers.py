@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import threading
 from typing import Any
 
 import redis
@@ -37,12 +38,13 @@ PAUSED, ENDS, TOTAL = "paused", "ends_ms", "total"
 class LeverRecords:
     """Levers applied to an activity's parts in order, and recorded in the database after."""
 
-    def __init__(self, client: Client, keys: KeySpace, scripts: Scripts, book: OrderBook
-                 ) -> None:
+    def __init__(self, client: Client, keys: KeySpace, scripts: Scripts, book: OrderBook,
+                 bound: float = 3.0) -> None:
         self.client = client
         self.keys = keys
         self.scripts = scripts
         self.book = book
+        self.bound = bound  # seconds a lever waits for the database (SECKILL_DATABASE_TIMEOUT)
 
     def mark(self, aid: str) -> str:
         """Note that the database may lag ``aid``'s levers (before a lever touches Redis);
@@ -91,23 +93,40 @@ class LeverRecords:
         return self._sharded_total(aid, shards), int(reply[1])
 
     def record(self, aid: str, token: str, *fields: tuple[str, int | bool, int]) -> None:
-        """Write ``(field, value, version)`` to the database, then forget ``aid``'s mark. A
-        database away or hung: 503 ``database`` saying the lever is in force in the sale and
-        will be recorded (the mark stays for the catch-up)."""
-        try:
-            for field, value, version in fields:
-                self.book.record_lever(aid, field, value, version)
-        except sa.exc.SQLAlchemyError as exc:
-            away = database_unavailable(exc)
-            if away is None:
-                raise
-            log.warning("activity %s: a lever is in force in the sale, not yet in the "
-                        "database (%s); the orders worker records it when it answers", aid, exc)
-            raise errors.Unavailable(
-                "the change is in force in the sale; the database did not answer in time and "
-                "records it as soon as it does (the orders worker catches up)",
-                detail="database", applied="sale", pending="database") from exc
-        self.forget(aid, token)
+        """Write ``(field, value, version)`` to the database, then forget ``aid``'s mark,
+        waiting at most ``bound`` seconds. A database away, hung or slower than that: 503
+        ``database`` saying the lever is in force in the sale and will be recorded (the write
+        may still land; if not, the catch-up makes it: either way never over a later lever)."""
+        outcome: list[BaseException | None] = []
+
+        def write() -> None:
+            try:
+                for field, value, version in fields:
+                    self.book.record_lever(aid, field, value, version)
+            except BaseException as exc:  # handed to the caller below
+                outcome.append(exc)
+                return
+            outcome.append(None)
+            self.forget(aid, token)
+
+        # A thread of its own: the operator's answer keeps its bound even when one database
+        # call after another waits out its own timeout (a new connection, then a statement).
+        writer = threading.Thread(target=write, name="seckill-lever-record", daemon=True)
+        writer.start()
+        writer.join(self.bound)
+        failure = outcome[0] if outcome else sa.exc.TimeoutError(
+            f"the database did not record the lever within {self.bound:g} s")
+        if failure is None:
+            return
+        if not isinstance(failure, sa.exc.SQLAlchemyError) or database_unavailable(
+                failure) is None:
+            raise failure
+        log.warning("activity %s: a lever is in force in the sale, not yet in the database "
+                    "(%s); the orders worker records it when it answers", aid, failure)
+        raise errors.Unavailable(
+            "the change is in force in the sale; the database did not answer in time and "
+            "records it as soon as it does (the orders worker catches up)",
+            detail="database", applied="sale", pending="database") from failure
 
     def forget(self, aid: str, token: str) -> None:
         """Drop ``aid``'s mark if it is still ``token`` (a failure leaves it: harmless)."""
