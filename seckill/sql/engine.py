@@ -34,6 +34,9 @@ DATABASE = "database"  # the detail of a 503 whose cause is the database
 # on the connection: a server that answers reports its own timeout first (the connection stays
 # usable); only a frozen one reaches this.
 CLIENT_MARGIN = 0.5
+# How long the pool's check of a pooled connection waits for SELECT 1: a server that answers
+# does so in milliseconds, and a hung one must not cost a whole statement's bound.
+PING_TIMEOUT = 1.0
 
 
 class DatabaseTimeout(psycopg.OperationalError):
@@ -87,6 +90,22 @@ def make_engine(url: str, timeout: float | None = None) -> sa.Engine:
         conn.reply_timeout = reply_timeout
         return conn
 
+    # The pool's check of a pooled connection (SELECT 1) waits PING_TIMEOUT, not a whole
+    # statement's bound: on a hung server the check, then a new connection's timeout, would
+    # each take the bound, and a request twice it.
+    ping = engine.dialect.do_ping
+
+    def _quick_ping(dbapi_connection: Any) -> bool:
+        bounded = dbapi_connection if isinstance(dbapi_connection, BoundedConnection) else None
+        if bounded is not None:
+            bounded.reply_timeout = min(PING_TIMEOUT, reply_timeout)
+        try:
+            return bool(ping(dbapi_connection))
+        finally:
+            if bounded is not None:
+                bounded.reply_timeout = reply_timeout
+
+    engine.dialect.do_ping = _quick_ping  # type: ignore[method-assign]
     return engine
 
 
