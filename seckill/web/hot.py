@@ -80,7 +80,7 @@ _ALTCHA = re.compile(r"[A-Za-z0-9+/]{0,1022}={0,2}")
 # disk's doing (the embedded Valkey, a cluster node that cannot save its config, or a
 # replica that cannot write, is down because of it), so the buyer hears "storage", as when
 # Redis itself refuses the write. A lost reply is not one of these: its outcome is unknown.
-UNSENT = frozenset({"NotSent", "ClusterDownError", "BusyLoadingError", "no_replica"})
+UNDECIDED = frozenset({"NotSent", "ClusterDownError", "BusyLoadingError", "no_replica"})
 STORAGE = "the store's disk takes no writes now; nothing was decided, try again shortly"
 # A query read without decoding anything: activity=<plain id>.
 _PLAIN_QUERY = re.compile(r"activity=[A-Za-z0-9_-]{1,64}")
@@ -176,7 +176,7 @@ class HotRoutes:
             status, outcome = 200, "ok"
         except Exception as exc:  # every failure becomes the contract's JSON
             failure = as_domain_error(exc, method, environ.get("PATH_INFO") or "")
-            if (failure.extra.get("detail") in UNSENT and route is BUY
+            if (failure.extra.get("detail") in UNDECIDED and route is BUY
                     and self.disk_full()):
                 failure = errors.Unavailable(STORAGE, detail="storage")
             status, outcome, body = failure.status, failure.code, failure.body()
