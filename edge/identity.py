@@ -11,7 +11,7 @@ import jwt
 from edge import ADMIN, USER, Filter, Passage
 from seckill.domain import errors
 from seckill.domain.activities import USER_ID
-from seckill.domain.people import is_person_id
+from seckill.domain.people import EXACT, canonical_person, is_person_id
 
 ALGORITHMS = ["HS256"]  # pinned: "none", RS256-with-a-public-key-as-secret etc. are rejected
 TIME_CLAIMS = ("exp", "nbf", "iat")
@@ -30,7 +30,8 @@ def bearer(header: str | None) -> str:
 
 
 def verify_user_jwt(token: str, secret: str, leeway: int = 0, max_ttl: int = 0,
-                    person_claim: str | None = None) -> tuple[str, int, str | None]:
+                    person_claim: str | None = None,
+                    person_canon: str = EXACT) -> tuple[str, int, str | None]:
     """Verify a user token; return its ``sub``, ``exp`` and person, or raise Unauthenticated.
 
     ``max_ttl`` (seconds, 0: no bound) is the longest a token may live: ``exp - iat`` when it
@@ -38,7 +39,9 @@ def verify_user_jwt(token: str, secret: str, leeway: int = 0, max_ttl: int = 0,
     the ``person_claim`` claim (``SECKILL_PERSON_CLAIM``): None when no claim is named or the
     token lacks it; present but not a person id (a number, null, 500 characters, a character
     outside ``[A-Za-z0-9_.:@-]``), the token is invalid: the login service that minted it is
-    broken, and guessing what it meant could merge or split people."""
+    broken, and guessing what it meant could merge or split people. The claim is first put
+    in the ``person_canon`` form (``SECKILL_PERSON_CANON``): the one place a token's person
+    enters, so that limits, queue entries, draws and blocks all see that form."""
     if len(token) > 4096:
         raise errors.Unauthenticated("token too long")
     try:
@@ -67,6 +70,8 @@ def verify_user_jwt(token: str, secret: str, leeway: int = 0, max_ttl: int = 0,
     person: str | None = None
     if person_claim is not None and person_claim in claims:
         found = claims[person_claim]
+        if isinstance(found, str):
+            found = canonical_person(found, person_canon)
         if not is_person_id(found):
             raise errors.Unauthenticated(f"the token's {person_claim!r} claim is not a valid "
                                          "person id ([A-Za-z0-9_.:@-]{1,128})")
@@ -116,12 +121,13 @@ class Identity(Filter):
     MAX_REMEMBERED = 20_000  # ~7 MB; a buyer sends the same token twice within seconds
 
     def __init__(self, jwt_secret: str, admin_token: str, leeway: int, max_ttl: int = 0,
-                 person_claim: str | None = None) -> None:
+                 person_claim: str | None = None, person_canon: str = EXACT) -> None:
         self.jwt_secret = jwt_secret
         self.admin_token = admin_token.encode()
         self.leeway = leeway
         self.max_ttl = max_ttl  # SECKILL_JWT_MAX_TTL (0: no bound)
         self.person_claim = person_claim  # SECKILL_PERSON_CLAIM (None: no person)
+        self.person_canon = person_canon  # SECKILL_PERSON_CANON
         # token -> (user, person, expiry)
         self._verified: dict[str, tuple[str, str | None, int]] = {}
 
@@ -145,7 +151,8 @@ class Identity(Filter):
         if known is not None and time.time() <= known[2] + self.leeway:
             return known[0], known[1]
         uid, expires, person = verify_user_jwt(token, self.jwt_secret, self.leeway,
-                                               self.max_ttl, self.person_claim)
+                                               self.max_ttl, self.person_claim,
+                                               self.person_canon)
         if len(self._verified) >= self.MAX_REMEMBERED:
             self._verified.clear()  # bounded; the next requests simply verify again
         self._verified[token] = (uid, person, expires)

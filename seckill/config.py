@@ -190,6 +190,9 @@ class Settings:
     # SECKILL_PERSON_CLAIM: the user token's claim naming the verified person behind the
     # account (limit_by person activities, seckill/domain/people.py); None: no such claim.
     person_claim: str | None = None
+    # SECKILL_PERSON_CANON: the form person ids are compared in (seckill/domain/people.py's
+    # canonical_person): "exact" (byte for byte) or "nfkc_casefold".
+    person_canon: str = "exact"
     # SECKILL_PAYMENT_WEBHOOK_SECRET: the payment provider's Standard Webhooks secret
     # ("whsec_<base64>") that signs POST /payments/webhook; None: that route takes nothing.
     payment_webhook_secret: str | None = None
@@ -255,6 +258,7 @@ class Settings:
             clock_skew=_int(env, "SECKILL_CLOCK_SKEW", 5),
             jwt_max_ttl=_int(env, "SECKILL_JWT_MAX_TTL", 30 * 86_400),
             person_claim=_person_claim(env),
+            person_canon=_choice(env, "SECKILL_PERSON_CANON", "exact", ("exact", "nfkc_casefold")),
             payment_webhook_secret=_webhook_secret(env, "SECKILL_PAYMENT_WEBHOOK_SECRET"),
             behind_proxy=_bool(env, "SECKILL_BEHIND_PROXY", False),
             instance=env.get("SECKILL_INSTANCE") or f"{os.uname().nodename}:{os.getpid()}",

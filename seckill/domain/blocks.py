@@ -17,7 +17,7 @@ from typing import Any
 from seckill.domain import errors
 from seckill.domain.activities import USER_ID, is_activity_id
 from seckill.domain.clock import iso_from_ms
-from seckill.domain.people import PERSON_ID
+from seckill.domain.people import PERSON_ID, canonical_person
 
 USER = "user"
 PERSON = "person"
@@ -81,8 +81,12 @@ def checked_kind(kind: object) -> str:
     return kind
 
 
-def checked_subject(kind: str, subject: object) -> str:
-    """The user or person id, if well formed; BadRequest naming the field otherwise."""
+def checked_subject(kind: str, subject: object, person_canon: str) -> str:
+    """The user or person id, if well formed; BadRequest naming the field otherwise. A person
+    id is first put in the ``person_canon`` form (``SECKILL_PERSON_CANON``), the one a token's
+    claim is put in, so that a block of ``Person-Z`` covers the claim ``person-z`` when folded."""
+    if kind == PERSON and isinstance(subject, str):
+        subject = canonical_person(subject, person_canon)
     if not isinstance(subject, str) or _IDS[kind].fullmatch(subject) is None:
         raise errors.BadRequest(f"{kind} must match {_ID_RULES[kind]}", field=kind)
     return subject
@@ -110,7 +114,7 @@ def checked_reason(reason: object) -> str | None:
     return reason or None
 
 
-def parse_block(body: Any) -> Block:
+def parse_block(body: Any, person_canon: str) -> Block:
     """The block an operator's ``POST /admin/blocks`` body asks for: exactly one of ``user``
     and ``person``, and optionally ``activity`` and ``reason``; BadRequest naming the field."""
     if not isinstance(body, dict):
@@ -124,6 +128,6 @@ def parse_block(body: Any) -> Block:
         raise errors.BadRequest("name exactly one of user and person"
                                 + (" (not both)" if named else ""), fields=list(KINDS))
     kind = named[0]
-    return Block(kind=kind, subject=checked_subject(kind, body[kind]),
+    return Block(kind=kind, subject=checked_subject(kind, body[kind], person_canon),
                  activity=checked_activity(body.get("activity")),
                  reason=checked_reason(body.get("reason")))

@@ -23,12 +23,19 @@ import functools
 import hashlib
 import re
 import secrets
+import unicodedata
 from typing import Any, Protocol
 
 from seckill.domain import errors
 
 PERSON_ID = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
 PERSON_KEY = re.compile(r"p:[A-Za-z0-9_-]{22}")
+
+# SECKILL_PERSON_CANON: how a person id is compared. ``exact``: byte for byte (a login service's
+# opaque ids are often case-sensitive); ``nfkc_casefold``: for claims such as e-mail addresses.
+EXACT = "exact"
+NFKC_CASEFOLD = "nfkc_casefold"
+CANONS = (EXACT, NFKC_CASEFOLD)
 
 BY_USER = "user"
 BY_PERSON = "person"
@@ -38,6 +45,24 @@ LIMITS = (BY_USER, BY_PERSON)
 def is_person_id(value: object) -> bool:
     """Whether ``value`` is a well-formed person id (a string of ``[A-Za-z0-9_.:@-]{1,128}``)."""
     return isinstance(value, str) and PERSON_ID.fullmatch(value) is not None
+
+
+def canonical_person(person: str, canon: str) -> str:
+    """The person id as every consumer compares it (a limit, a queue's or a draw's entry, a
+    block): the one form the claim of a token (``edge.identity``) and the person an operator
+    blocks (``seckill.operator.blocks``) are both put in, before :func:`is_person_id` checks it.
+
+    ``exact``: unchanged. ``nfkc_casefold``: NFKC, case-folded, NFKC again (case folding may
+    undo NFKC), and trimmed of white space only: a login service or a form adds spaces, while
+    a dot, a dash or an underscore is part of an id (``PB-x.`` and ``PB-x`` are two people; a
+    trailing dot is as much a character of an opaque id as any other). The result may be no
+    person id (empty, ``é``): the caller refuses it as it refuses a malformed claim."""
+    if canon == EXACT:
+        return person
+    if canon != NFKC_CASEFOLD:
+        raise ValueError(f"a person id's form is exact or nfkc_casefold, not {canon!r}")
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", person).casefold())
+    return folded.strip()
 
 
 def parse_limit_by(body: dict[str, Any]) -> str:

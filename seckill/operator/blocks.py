@@ -24,17 +24,19 @@ _CURSOR = re.compile(r"[0-9]{1,18}", re.ASCII)
 __all__ = ["MAX_PAGE", "block", "checked_cursor", "new_block", "page", "target", "unblock"]
 
 
-def new_block(body: Any) -> Block:
+def new_block(body: Any, person_canon: str) -> Block:
     """The block an operator's body asks for (the admin API's validation: a BadRequest naming
-    the field otherwise). Writes nothing."""
-    return parse_block(body)
+    the field otherwise), a person in the ``person_canon`` form. Writes nothing."""
+    return parse_block(body, person_canon)
 
 
-def target(kind: Any, subject: Any, activity: Any) -> tuple[str, str, str | None]:
-    """The block a lift names: ``user`` or ``person``, their id, and the activity (None: the
-    block on every activity); BadRequest naming the field otherwise."""
+def target(kind: Any, subject: Any, activity: Any,
+           person_canon: str) -> tuple[str, str, str | None]:
+    """The block a lift names: ``user`` or ``person``, their id (a person in the
+    ``person_canon`` form), and the activity (None: the block on every activity); BadRequest
+    naming the field otherwise."""
     found = checked_kind(kind)
-    return found, checked_subject(found, subject), checked_activity(activity)
+    return found, checked_subject(found, subject, person_canon), checked_activity(activity)
 
 
 def checked_cursor(cursor: str | None) -> int:

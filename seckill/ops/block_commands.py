@@ -32,8 +32,9 @@ def cmd_block(args: argparse.Namespace) -> int:
         body["activity"] = args.activity
     if args.reason is not None:
         body["reason"] = args.reason
-    wanted = blocks.new_block(body)  # the admin API's validation: exit 2 naming the field
     with store_services(WRITE) as services:
+        # The admin API's validation (exit 2 naming the field), in the gateway's person form.
+        wanted = blocks.new_block(body, services.settings.person_canon)
         try:
             stored = blocks.block(services, wanted)
         except errors.UnknownActivity:
@@ -49,8 +50,8 @@ def cmd_unblock(args: argparse.Namespace) -> int:
     from seckill.operator import blocks
 
     kind, subject = _who(args)
-    named = blocks.target(kind, subject, args.activity)
     with store_services(WRITE) as services:
+        named = blocks.target(kind, subject, args.activity, services.settings.person_canon)
         try:
             lifted = blocks.unblock(services, *named)
         except UnknownBlock as exc:

@@ -37,7 +37,8 @@ def blueprint(limits: ColdLimits) -> Blueprint:
     @bp.post("/admin/blocks")
     @edge.filters(edge.ADMIN)
     def create_block() -> tuple[dict[str, Any], int]:
-        wanted = blocks.new_block(json_body(read_body(request.environ), False))
+        wanted = blocks.new_block(json_body(read_body(request.environ), False),
+                                  services().settings.person_canon)
         return blocks.block(services(), wanted).body(), 201
 
     @bp.get("/admin/blocks")
@@ -66,5 +67,7 @@ def blueprint(limits: ColdLimits) -> Blueprint:
 
 def _lift(kind: str, subject: str) -> dict[str, Any]:
     """Lift the block on ``subject`` named by the path and the ``activity`` query."""
-    lifted = blocks.unblock(services(), *blocks.target(kind, subject, request.args.get("activity")))
-    return lifted.body()
+    found = services()
+    named = blocks.target(kind, subject, request.args.get("activity"),
+                          found.settings.person_canon)
+    return blocks.unblock(found, *named).body()
