@@ -8,14 +8,17 @@ it, in-process (the wire's: ``tests/test_red_team_wire.py``):
 * a queue admission's purchase URL ends with the admission, without the clock-skew grace;
 * doubled or trailing slashes are a JSON 404, never werkzeug's redirect;
 * a user token may live at most ``SECKILL_JWT_MAX_TTL`` seconds;
+* a provider's payment of 0 for a priced order does not pay it;
 * no path or query (hypothesis) makes a 500.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, unquote_to_bytes
 
@@ -25,9 +28,21 @@ from flask import Flask
 from flask.testing import FlaskClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from standardwebhooks.webhooks import Webhook
 
+from seckill.config import Settings
 from tests.admission_helpers import join, poll, queued_activity, wait_for_start
-from tests.conftest import ADMIN, JWT_SECRET, create_activity, expect, iso, user_headers
+from tests.conftest import (
+    ADMIN,
+    JWT_SECRET,
+    buy,
+    create_activity,
+    expect,
+    iso,
+    order_status,
+    user_headers,
+)
+from tests.faults import built_worker, drain
 
 
 # Characters str.isdigit() (or isdecimal()) takes and int() may or may not: superscript two,
@@ -376,3 +391,27 @@ def test_no_near_valid_activity_body_answers_500(client: FlaskClient, changes: d
         response = client.post("/admin/activities", data=json.dumps(body), headers=ADMIN,
                                content_type="application/json")
     assert response.status_code < 500, (changes, response.get_data()[:300])
+
+
+# -- a payment for the wrong amount ------------------------------------------------------
+
+
+def test_a_payment_of_0_for_a_priced_order_does_not_pay_it(make_app: Any,
+                                                           env: dict[str, str]) -> None:
+    """A signed ``payment.succeeded`` with ``"amount": 0`` paid any held order."""
+    secret = "whsec_" + base64.b64encode(b"red-team-payments-secret-32bytes").decode()
+    client = make_app(SECKILL_PAYMENT_WEBHOOK_SECRET=secret).test_client()
+    aid = create_activity(client, total=5, payment_window=60,
+                          price={"amount": 49_999, "currency": "EUR"})["id"]
+    oid = expect(buy(client, aid, "mallory"), 200)["order_id"]
+    with built_worker(Settings.from_env(env)) as worker:
+        drain(worker)  # the order in the database: the shop's event can be written
+    body = json.dumps({"type": "payment.succeeded",
+                       "data": {"order_id": oid, "payment_ref": "pi_0", "amount": 0}})
+    when = datetime.now(UTC)
+    headers = {"webhook-id": "msg_red_team", "webhook-timestamp": str(int(when.timestamp())),
+               "webhook-signature": Webhook(secret).sign("msg_red_team", when, body),
+               "Content-Type": "application/json"}
+    answer = expect(client.post("/payments/webhook", data=body, headers=headers), 200)
+    assert (answer["status"], answer["amount"]) == ("payment_mismatch", 49_999)
+    assert order_status(client, aid, "mallory")["payment"] == "due"

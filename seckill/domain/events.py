@@ -21,10 +21,11 @@ ORDER_PAID = "order.paid"
 ORDER_EXPIRED = "order.expired"
 ORDER_CANCELLED = "order.cancelled"
 ORDER_REFUND_DUE = "order.refund_due"
+ORDER_PAYMENT_MISMATCH = "order.payment_mismatch"  # a payment of the wrong amount: not paid
 ACTIVITY_SOLD_OUT = "activity.sold_out"
 
 EVENT_TYPES = (ORDER_CREATED, ORDER_PAID, ORDER_EXPIRED, ORDER_CANCELLED, ORDER_REFUND_DUE,
-               ACTIVITY_SOLD_OUT)
+               ORDER_PAYMENT_MISMATCH, ACTIVITY_SOLD_OUT)
 ALL_EVENTS = "*"  # an endpoint's subscription to every type
 
 

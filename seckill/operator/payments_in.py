@@ -12,15 +12,22 @@ for being late or doubled: it pays the held order when the order can take it (wh
 - the operator cancelled the order while it was due (``already_cancelled``): nothing is left
   to pay for, and the money was charged.
 
-The answer is 200 only once the refund is written (an outbox row, deduplicated per order and
-reference, so the provider's retries make no second one); until the order is in the database
-(the orders worker stores it within a second or so) the refund cannot be written, and the
+A payment of a due order whose ``amount`` (or ``currency``) differs from what the order costs
+(the activity's price times quantity, or a packet's amount) does not pay it: the order stays due,
+and one ``order.payment_mismatch`` per payment reference tells the shop both amounts. Without
+a price the amount cannot be checked and pays as given (the shop's own price is the shop's to
+check).
+
+The answer is 200 only once the refund (or mismatch) is written (an outbox row, deduplicated
+per order and reference, so the provider's retries make no second one); until the order is in
+the database (the orders worker stores it within a second or so) it cannot be written, and the
 answer is 503 so that the provider tries again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 from seckill.domain import errors
@@ -30,6 +37,8 @@ from seckill.services import Services
 from seckill.sql import outbox
 
 PAYMENT_SUCCEEDED = "payment.succeeded"  # the one event type acted on; others are ignored
+PAYMENT_MISMATCH = "payment_mismatch"  # the answer's status: not paid, the shop is told
+_CURRENCY = re.compile(r"[A-Za-z]{3}")  # compared with the price's code, whatever its case
 
 # Refusals of pay.lua that mean: charged, and the order cannot take it.
 _REFUND_DUE = (errors.PaymentExpired, errors.AlreadyPaid, errors.AlreadyCancelled)
@@ -48,11 +57,13 @@ class OrderNotStored(errors.Unavailable):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Payment:
-    """A ``payment.succeeded`` event's data: the order, the provider's reference, the amount."""
+    """A ``payment.succeeded`` event's data: the order, the provider's reference, the amount
+    and its currency."""
 
     order_id: str
     ref: str
     amount: int | None = None
+    currency: str | None = None
 
 
 def parse_payment(data: Any) -> Payment:
@@ -73,14 +84,20 @@ def parse_payment(data: Any) -> Payment:
                                or not 0 <= amount <= MAX_PAID_AMOUNT):
         raise errors.BadRequest(f"data.amount, when given, must be an integer number of "
                                 f"cents in 0..{MAX_PAID_AMOUNT}", field="amount")
-    return Payment(order_id, ref, amount)
+    currency = data.get("currency")
+    if currency is not None and (not isinstance(currency, str)
+                                 or _CURRENCY.fullmatch(currency) is None):
+        raise errors.BadRequest("data.currency, when given, must be an ISO 4217 code such as "
+                                "EUR (any case)", field="currency")
+    return Payment(order_id, ref, amount, currency)
 
 
 def receive(services: Services, paid: Payment) -> dict[str, Any]:
-    """Apply a provider's payment; the 200 body (``paid``, or ``refund_due`` with its reason),
-    or the error raised (UnknownOrder, NoPaymentWindow, OrderNotStored, Unavailable)."""
+    """Apply a provider's payment; the 200 body (``paid``, ``payment_mismatch`` with what the
+    order costs, or ``refund_due`` with its reason), or the error raised (UnknownOrder,
+    NoPaymentWindow, OrderNotStored, Unavailable)."""
     try:
-        return services.payments.pay(paid.order_id, paid.ref, paid.amount)
+        answer = services.payments.pay(paid.order_id, paid.ref, paid.amount, paid.currency)
     except _REFUND_DUE as refused:
         try:
             outbox.record_refund_due(services.engine, paid.order_id, paid.ref, paid.amount,
@@ -89,3 +106,11 @@ def receive(services: Services, paid: Payment) -> dict[str, Any]:
             raise OrderNotStored(order_id=paid.order_id) from None
         return {"status": "refund_due", "order_id": paid.order_id, "payment_ref": paid.ref,
                 "reason": refused.code}
+    if answer["status"] == PAYMENT_MISMATCH:
+        owed = (answer.get("amount"), answer.get("currency"))
+        try:
+            outbox.record_payment_mismatch(services.engine, paid.order_id, paid.ref,
+                                           (paid.amount, paid.currency), owed, now_ms())
+        except errors.UnknownOrder:
+            raise OrderNotStored(order_id=paid.order_id) from None
+    return answer

@@ -21,7 +21,13 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
 from seckill.domain import errors
-from seckill.domain.events import ORDER_REFUND_DUE, Event, order_event, order_subject
+from seckill.domain.events import (
+    ORDER_PAYMENT_MISMATCH,
+    ORDER_REFUND_DUE,
+    Event,
+    order_event,
+    order_subject,
+)
 from seckill.sql.order_events import (
     ORDER_COLUMNS,
     OrderChange,
@@ -206,6 +212,32 @@ def record_refund_due(db: sa.Engine | sa.Connection, order_id: str, payment_ref:
     ``payment_ref`` and (when given) the payment's amount as ``payment_amount``. Given an
     Engine, in a transaction of its own; given a Connection, in the caller's. UnknownOrder if
     no such order."""
+    extra: dict[str, Any] = {"payment_ref": payment_ref}
+    if amount is not None:  # the provider's; "amount" stays the order's own (a packet's)
+        extra["payment_amount"] = amount
+    return _record_payment_event(db, ORDER_REFUND_DUE, order_id, extra, at_ms,
+                                 f"refund_due:{order_id}:{payment_ref}")
+
+
+def record_payment_mismatch(db: sa.Engine | sa.Connection, order_id: str, payment_ref: str,
+                            paid: tuple[int | None, str | None],
+                            expected: tuple[int | None, str | None], at_ms: int) -> bool:
+    """Write the order.payment_mismatch of a payment whose amount or currency (``paid``)
+    differs from the order's (``expected``): once per (order, ``payment_ref``), as
+    :func:`record_refund_due`, with ``payment_amount``/``payment_currency`` and
+    ``expected_amount``/``expected_currency`` (each when known). UnknownOrder if no such
+    order."""
+    extra: dict[str, Any] = {"payment_ref": payment_ref}
+    for name, value in zip(("payment_amount", "payment_currency", "expected_amount",
+                            "expected_currency"), (*paid, *expected), strict=True):
+        if value is not None:
+            extra[name] = value
+    return _record_payment_event(db, ORDER_PAYMENT_MISMATCH, order_id, extra, at_ms,
+                                 f"payment_mismatch:{order_id}:{payment_ref}")
+
+
+def _record_payment_event(db: sa.Engine | sa.Connection, kind: str, order_id: str,
+                          extra: dict[str, Any], at_ms: int, dedupe: str) -> bool:
     with _transaction(db) as conn:
         found = conn.execute(
             sa.select(*ORDER_COLUMNS, activities.c.rehearsal)
@@ -215,11 +247,8 @@ def record_refund_due(db: sa.Engine | sa.Connection, order_id: str, payment_ref:
             raise errors.UnknownOrder(order_id=order_id[:120])
         if found.rehearsal:
             return False
-        data = {**order_data(found._mapping), "payment_ref": payment_ref}
-        if amount is not None:  # the provider's; "amount" stays the order's own (a packet's)
-            data["payment_amount"] = amount
-        event = order_event(ORDER_REFUND_DUE, data, at_ms,
-                            dedupe=f"refund_due:{order_id}:{payment_ref}")
+        event = order_event(kind, {**order_data(found._mapping), **extra}, at_ms,
+                            dedupe=dedupe)
         done = conn.execute(_insert_ignoring_duplicates(conn).returning(outbox.c.seq),
                             _row(event))
         return done.first() is not None

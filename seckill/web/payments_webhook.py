@@ -66,7 +66,7 @@ def blueprint(secret: str | None) -> Blueprint:
             g.outcome = "ignored"
             return {"status": "ignored", "type": event["type"]}
         answer = payments_in.receive(services(), payments_in.parse_payment(event.get("data")))
-        g.outcome = str(answer["status"])  # paid or refund_due
+        g.outcome = str(answer["status"])  # paid, payment_mismatch or refund_due
         return answer
 
     return bp

@@ -25,6 +25,7 @@ from typing import Any
 import redis
 
 from seckill.domain import errors
+from seckill.domain.activities import PACKETS
 from seckill.domain.entries import PAYMENT_REF
 from seckill.domain.orders import CANCELLED, DUE, PAID, OrderStatus, activity_of_order
 from seckill.sql.book import OrderBook
@@ -36,6 +37,17 @@ from seckill.store.sale.orders import Orders
 from seckill.store.sale.parts import Parts
 
 log = logging.getLogger("seckill.payments")
+
+
+def _differs(paid: tuple[int | None, str | None],
+             owed: tuple[int | None, str | None]) -> bool:
+    """Whether a payment's (amount, currency) contradicts what the order costs; what either
+    side does not say is not compared (ISO 4217 codes, whatever their case)."""
+    amount, currency = paid
+    due_amount, due_currency = owed
+    return (amount is not None and due_amount is not None and amount != due_amount) or (
+        currency is not None and due_currency is not None
+        and currency.upper() != due_currency.upper())
 
 
 @dataclasses.dataclass(eq=False)
@@ -71,9 +83,12 @@ class Payments:
         self._windows[aid] = window
         return window
 
-    def pay(self, order_id: str, ref: Any, amount: int | None = None) -> dict[str, Any]:
+    def pay(self, order_id: str, ref: Any, amount: int | None = None,
+            currency: str | None = None) -> dict[str, Any]:
         """Pay a held order (``amount``: what the payment provider charged, cents, kept with
-        the payment when given); the 200 body, or the refusal raised."""
+        the payment when given); the 200 body, or the refusal raised. A due order's payment
+        whose amount or currency differs from the order's leaves it due: the body is then
+        ``payment_mismatch`` with the order's ``amount`` and ``currency`` (each when known)."""
         if not isinstance(ref, str) or PAYMENT_REF.fullmatch(ref) is None:
             raise errors.BadRequest("payment_ref must be 1..128 characters of "
                                     "[A-Za-z0-9_.:/=+-]", field="payment_ref")
@@ -84,6 +99,15 @@ class Payments:
             self.orders.find(order_id, aid)
             raise errors.NoPaymentWindow(order_id=order_id)
         tag = self.parts.order_tag(aid, order_id)
+        if amount is not None or currency is not None:
+            expected = self._owed(aid, tag, order_id)
+            if expected is not None and _differs((amount, currency), expected):
+                body: dict[str, Any] = {"status": "payment_mismatch", "order_id": order_id,
+                                        "payment_ref": ref}
+                for name, value in zip(("amount", "currency"), expected, strict=True):
+                    if value is not None:
+                        body[name] = value
+                return body
         reply = self.runner.run_restoring(aid, self.scripts.pay, self.keys.pay_keys(tag),
                                           [order_id, ref, aid,
                                            "" if amount is None else str(amount)])
@@ -104,6 +128,27 @@ class Payments:
                 raise errors.AlreadyCancelled(order_id=order_id)
             raise errors.UnknownOrder(order_id=order_id)
         raise errors.SeckillError(f"unexpected script reply {outcome!r}")
+
+    def _owed(self, aid: str, tag: str, order_id: str) -> tuple[int | None, str | None] | None:
+        """What a due order costs: (cents, currency), each None when not known (no price);
+        None when the order is not due here (pay.lua then tells what it is).
+
+        Read before pay.lua, not in it: an order's quantity and packet never change, and its
+        price is the activity's (one for all its variants) when the payment arrives."""
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hmget(self.keys.meta(aid), "kind", "price_amount", "price_currency")
+            pipe.hget(self.keys.payments(tag), order_id)
+            (kind, price, currency), record = pipe.execute()
+            fields = str(record).split("|") if record is not None else []
+            if len(fields) != 3 or fields[0] != DUE:
+                return None
+            if kind == PACKETS:  # the packet's own amount, in the price's currency if any
+                packet = self.client.hget(self.keys.amounts(aid), fields[2])
+                return (None if packet is None else int(packet)), currency
+        except redis.RedisError as exc:
+            raise unavailable(exc) from exc
+        return (None if price is None else int(price) * int(fields[1])), currency
 
     def annotate(self, aid: str, status: OrderStatus) -> OrderStatus:
         """A buyer's order status with its payment (``due``, ``paid``, ``expired``) and pay_by,
