@@ -73,6 +73,7 @@ BAD_ENDPOINTS = [
     ({"url": "https://user:pass@shop.example/hook", "events": ["*"]}, "url"),
     ({"url": "https://token@shop.example/hook", "events": ["*"]}, "url"),
     ({"url": "https://shop.example:99999/hook", "events": ["*"]}, "url"),
+    ({"url": "https://shop.example:0/hook", "events": ["*"]}, "url"),  # no port is 0
     ({"url": "https://shop.example/a b", "events": ["*"]}, "url"),
     ({"url": "https://shop.example/caf\u00e9", "events": ["*"]}, "url"),
     ({"url": 'https://shop.example/"quoted"', "events": ["*"]}, "url"),

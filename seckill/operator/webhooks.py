@@ -76,10 +76,11 @@ def checked_url(url: Any) -> str:
     if not parts.hostname:
         raise errors.BadRequest("url must name a host", field="url")
     try:
-        parts.port  # noqa: B018 -- raises on a port that is not one
+        port = parts.port  # raises on a port that is not one
     except ValueError:
-        raise errors.BadRequest("url has a port that is not one (1..65535)",
-                                field="url") from None
+        port = 0
+    if port == 0:  # urlsplit takes :0, which no endpoint listens on
+        raise errors.BadRequest("url has a port that is not one (1..65535)", field="url")
     return url
 
 
