@@ -215,3 +215,19 @@ def test_the_expiry_rebuilds_an_activity_redis_lost_and_expires_its_holds(
     assert expirer.step() == 1
     assert rds.hget(keys.meta(aid), "remaining") == "3"
     assert order_status(client, aid, "quiet")["payment"] == "expired"
+
+
+def test_a_status_read_as_the_hold_expires_never_says_confirmed_and_expired(
+        client: FlaskClient, app: Flask, make_activity: Any, expirer: Expirer) -> None:
+    """The order status reads the buyer's order, then its payment, in two round trips: a
+    status read just before the expiry, annotated just after it, said "confirmed" with
+    payment "expired" (the sale page showed it). An expired hold's order is cancelled."""
+    from seckill.domain.orders import OrderStatus
+
+    aid = make_activity(total=1, payment_window=1)["id"]
+    bought = expect(buy(client, aid, "racer"), 200)
+    payments = app.extensions["seckill"].payments
+    before = OrderStatus("confirmed", bought["order_id"])  # read before the expiry ran
+    wait_for(lambda: order_status(client, aid, "racer")["status"] == "cancelled", 4.0)
+    after = payments.annotate(aid, before)
+    assert (after.status, after.payment) == ("cancelled", "expired"), after

@@ -27,7 +27,14 @@ import redis
 from seckill.domain import errors
 from seckill.domain.activities import PACKETS
 from seckill.domain.entries import PAYMENT_REF
-from seckill.domain.orders import CANCELLED, DUE, PAID, OrderStatus, activity_of_order
+from seckill.domain.orders import (
+    CANCELLED,
+    DUE,
+    EXPIRED,
+    PAID,
+    OrderStatus,
+    activity_of_order,
+)
 from seckill.sql.book import OrderBook
 from seckill.store.plumbing.connection import Client, unavailable
 from seckill.store.plumbing.durable import DurableRunner
@@ -170,7 +177,10 @@ class Payments:
         # due: the hold's score; paid: "paid|<ms>|<pay_by>|..."; expired: "expired|<pay_by>|..."
         raw = score if state == DUE else fields[2] if state == PAID else fields[1]
         pay_by = int(float(raw)) if raw is not None else None
-        return OrderStatus(status.status, status.order_id, status.amount, state, pay_by or None)
+        # An expired hold's order is cancelled (lua/expire.lua does both at once); a status
+        # read just before the expiry ran says it is live: never "confirmed, expired".
+        live = status.status if state != EXPIRED else CANCELLED
+        return OrderStatus(live, status.order_id, status.amount, state, pay_by or None)
 
     def counts(self, aid: str) -> dict[str, int] | None:
         """``{"due", "paid", "expired"}`` over the activity's parts; None without a window."""
