@@ -172,6 +172,9 @@ class Settings:
     # SECKILL_REDIS_CLUSTER: "auto" (ask the server), "on" (a Redis/Valkey Cluster) or "off".
     redis_cluster: str = "auto"
     durability_timeout_ms: int = 1500
+    # SECKILL_DURABILITY_UNGUARDED: start in production with ``replica`` although a node's
+    # min-replicas-to-write is 0 (seckill.store.plumbing.durability.check_guard).
+    durability_unguarded: bool = False
     # SECKILL_DATABASE_TIMEOUT: the bound of every wait on the database (connecting, a
     # statement, a lock, a free pooled connection), seconds (seckill.sql.engine).
     database_timeout: float = 3.0
@@ -264,6 +267,7 @@ class Settings:
             instance=env.get("SECKILL_INSTANCE") or f"{os.uname().nodename}:{os.getpid()}",
             durability=_choice(env, "SECKILL_DURABILITY", "local", ("none", "local", "replica")),
             durability_timeout_ms=_int(env, "SECKILL_DURABILITY_TIMEOUT_MS", 1500, minimum=1),
+            durability_unguarded=_bool(env, "SECKILL_DURABILITY_UNGUARDED", False),
             database_timeout=database_timeout(env),
             purchase_budget_ms=_int(env, "SECKILL_PURCHASE_BUDGET_MS", 5000, minimum=1),
             redis_cluster=_choice(env, "SECKILL_REDIS_CLUSTER", "auto", ("auto", "on", "off")),

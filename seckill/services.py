@@ -15,7 +15,7 @@ from collections.abc import Callable
 import redis
 import sqlalchemy as sa
 
-from seckill.config import Settings
+from seckill.config import ConfigError, Settings
 from seckill.sql.blocks import BlockBook
 from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
@@ -29,7 +29,7 @@ from seckill.store.plumbing.connection import (
     make_cluster,
     make_pool,
 )
-from seckill.store.plumbing.durability import Durability
+from seckill.store.plumbing.durability import Durability, check_guard
 from seckill.store.plumbing.durable import DurableRunner
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.readonly import read_only_connection, read_only_engine
@@ -154,6 +154,19 @@ class Services:
                    controls=controls,
                    census=CensusTaker(client, keys, controls, stats, payments, queue),
                    blocks=BlockWatch(BlockBook(engine, read_only=read_only)))
+
+    def check_durability_guard(self) -> None:
+        """At a gateway's start, with ``SECKILL_DURABILITY=replica``: ConfigError (every part
+        closed) in production where a node takes writes with no replica online, unless
+        SECKILL_DURABILITY_UNGUARDED=1; said in the log otherwise (:func:`check_guard`)."""
+        if self.settings.durability != "replica":
+            return
+        try:
+            check_guard(self.client, production=not self.settings.development,
+                        accepted=self.settings.durability_unguarded)
+        except ConfigError:
+            self.close()
+            raise
 
     def close(self) -> None:
         """Stop the background threads and close every connection."""

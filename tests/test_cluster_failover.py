@@ -139,7 +139,7 @@ def test_replica_no_200_for_a_write_the_replica_did_not_get(
     answered 503 ``durability`` after SECKILL_DURABILITY_TIMEOUT_MS: no 200 is lost."""
     with private_cluster(tmp_path / "cluster", replicas=1) as cluster, sale(
         cluster, tmp_path, prefix, database_url, total=3, SECKILL_DURABILITY="replica",
-        SECKILL_DURABILITY_TIMEOUT_MS="500",
+        SECKILL_DURABILITY_TIMEOUT_MS="500", SECKILL_DURABILITY_UNGUARDED="1",
     ) as (app, aid, master):
         client = app.test_client()
         started = time.monotonic()
@@ -182,7 +182,7 @@ def test_replica_an_order_lost_in_the_failover_never_reaches_the_database(
     200)."""
     with private_cluster(tmp_path / "cluster", replicas=1) as cluster, sale(
         cluster, tmp_path, prefix, database_url, total=2, SECKILL_DURABILITY="replica",
-        SECKILL_DURABILITY_TIMEOUT_MS="500",
+        SECKILL_DURABILITY_TIMEOUT_MS="500", SECKILL_DURABILITY_UNGUARDED="1",
     ) as (app, aid, master), built_worker(app.extensions["seckill"].settings,
                                           block_ms=100) as worker, WorkerThread(worker):
         client = app.test_client()
@@ -211,7 +211,7 @@ def test_replica_a_200_waits_for_the_replica_fsync_not_for_its_once_a_second_ack
     sent right after the script alone would wait for that (0.5 s on average, often past the
     timeout). The durability wait must make the replica report its fsync at once."""
     with sale(valkey_cluster, tmp_path, prefix, database_url, total=100,
-              SECKILL_DURABILITY="replica") as (app, aid, _):
+              SECKILL_DURABILITY="replica", SECKILL_DURABILITY_UNGUARDED="1") as (app, aid, _):
         client = app.test_client()
         took = []
         for i in range(20):
@@ -250,7 +250,7 @@ def test_a_master_killed_mid_sale_fails_over_and_every_200_keeps_its_order(
         standby = replicas_of(cluster, victim)
         aids = [activity_on(cluster, port) for port in (victim, *others)]
         env = cluster_env(cluster, victim, prefix, tmp_path, database_url,
-                          SECKILL_DURABILITY="replica")
+                          SECKILL_DURABILITY="replica", SECKILL_DURABILITY_UNGUARDED="1")
         http = urllib3.PoolManager(maxsize=CROWD_THREADS + 8, block=True)
         with gunicorn_server(env, workers=2) as base:
             gateway = Gateway(base, prefix, http, env["REDIS_URL"], cluster)

@@ -94,7 +94,7 @@ def test_every_gateway_process_follows_a_frozen_master_s_replica(
         aids = [activity_on(cluster, victim)]
         slot = slot_of(f"{{{aids[0]}}}")
         env = cluster_env(cluster, victim, prefix, tmp_path, database_url,
-                          SECKILL_DURABILITY="replica")
+                          SECKILL_DURABILITY="replica", SECKILL_DURABILITY_UNGUARDED="1")
         http = urllib3.PoolManager(maxsize=CROWD_THREADS + 8, block=True)
         with gunicorn_server(env, workers=2) as base:
             gateway = Gateway(base, prefix, http, env["REDIS_URL"], cluster)

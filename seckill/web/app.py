@@ -41,6 +41,7 @@ def create_app(config: Settings | Mapping[str, str] | None = None) -> Flask:
     app.url_map.redirect_defaults = False
     app.config["SECKILL_SETTINGS"] = settings
     services = Services.build(settings)
+    services.check_durability_guard()
     app.extensions["seckill"] = services
 
     if settings.behind_proxy:

@@ -224,14 +224,21 @@ def no_replica(exc: BaseException) -> bool:
     return isinstance(exc, redis.ResponseError) and str(exc).startswith("NOREPLICAS")
 
 
+def no_replica_refusal() -> errors.Unavailable:
+    """The 503 of a write refused because its master has no replica online: by the master
+    (``NOREPLICAS``) or by this process (``seckill.store.plumbing.replica_stop``). Nothing
+    was decided."""
+    return errors.Unavailable(
+        "no replica can confirm a write now; nothing was decided, try again in a few "
+        "seconds", detail=NO_REPLICA)
+
+
 def unavailable(exc: redis.RedisError) -> errors.Unavailable:
     """The 503 of a write Redis did not take: ``no_replica``, ``storage`` (MISCONF: its disk
     takes no writes, so it refused this one before it ran), both safe to try again later, or
     the failure's class name (the outcome may be unknown)."""
     if no_replica(exc):
-        return errors.Unavailable(
-            "no replica can confirm a write now; nothing was decided, try again in a few "
-            "seconds", detail=NO_REPLICA)
+        return no_replica_refusal()
     if isinstance(exc, redis.ResponseError) and str(exc).startswith("MISCONF"):
         return errors.Unavailable("the store's disk takes no writes now", detail="storage")
     return errors.Unavailable(detail=type(exc).__name__)

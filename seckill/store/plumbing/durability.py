@@ -13,8 +13,10 @@ refusing every purchase would be worse. The modes in detail: docs/internals.md.
 For ``replica``, a master must also refuse writes while none of its replicas is online
 (``min-replicas-to-write 1``): the script is then refused at its first write (``NOREPLICAS``,
 nothing decided) and the purchase answered 503 ``no_replica``, where the WAIT alone could only
-tell, after the decision, that no replica has it. The probe checks the setting and says in the
-log where it is missing.
+tell, after the decision, that no replica has it. The gateway checks the setting at start
+(:func:`check_guard`: a production gateway refuses to start where it reads 0, unless
+SECKILL_DURABILITY_UNGUARDED=1); wherever it is missing or cannot be read, a master whose wait
+found no replica is stopped until a probe sees one (``seckill.store.plumbing.replica_stop``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,13 @@ from typing import Any
 
 import redis
 
-from seckill.store.plumbing.connection import Client, masters, on_every_master
+from seckill.config import ConfigError
+from seckill.store.plumbing.connection import (
+    Client,
+    is_cluster_client,
+    masters,
+    on_every_master,
+)
 
 log = logging.getLogger("seckill.durability")
 
@@ -83,10 +91,19 @@ class Durability:
                     self.requested, exc,
                 )
                 self.mode = "none"
-            if self.mode == "replica":
-                _check_min_replicas(client)
             self._probed = True
             return self.mode
+
+    def found_no_replica(self, replies: list[Any]) -> bool:
+        """Whether the waits after a write (:meth:`commands`' replies) found no replica that
+        has it: ``WAITAOF``'s replica count 0, or ``WAIT``'s 0 when ``WAITAOF`` said no
+        count. Never for a mode that does not ask a replica."""
+        if not self.needs[1] or not replies:
+            return False
+        last = replies[-1]
+        if isinstance(last, list | tuple) and len(last) == 2:
+            return int(last[1]) < 1
+        return replies[0] == 0
 
     def confirmed(self, reply: object) -> bool:
         """Does a WAITAOF reply say the write is where the mode wants it?"""
@@ -98,26 +115,60 @@ class Durability:
         return int(reply[0]) >= want_local and int(reply[1]) >= want_replicas
 
 
-def _check_min_replicas(client: Client) -> None:
-    """Say in the log when a master does not refuse writes while it has no replica online
-    (``min-replicas-to-write`` 0): there a purchase no replica can confirm is decided first,
-    then answered 503 ``durability``, instead of refused before anything is decided
-    (``no_replica``). The embedded cluster sets it (``seckill.ops.cluster``); an external
-    server's operator must (docs/deployment.md, "Durability")."""
-    unset = []
-    for name, conn in masters(client):
+GUARD_FIX = ("set min-replicas-to-write 1 and min-replicas-max-lag 2 (or the durability "
+             "timeout in seconds, if longer) on every node, in its config file and with "
+             "CONFIG SET")
+
+
+def _nodes(client: Client) -> list[tuple[str, redis.Redis]]:
+    """Every node that is or may become a master: a cluster's primaries and replicas (a
+    replica promoted in a failover keeps its own setting), or the one server."""
+    if is_cluster_client(client):
+        return [(node.name, client.get_redis_connection(node)) for node in client.get_nodes()]
+    return masters(client)
+
+
+def unguarded(client: Client) -> tuple[list[str], list[str]]:
+    """The nodes whose ``min-replicas-to-write`` is 0 (they take a write while they have no
+    replica online), and those where it cannot be read (``CONFIG`` refused, as managed
+    services do, or the node away), each with why."""
+    unset, unread = [], []
+    for name, conn in _nodes(client):
         try:
             value = conn.config_get("min-replicas-to-write").get("min-replicas-to-write")
         except redis.RedisError as exc:
-            log.warning("SECKILL_DURABILITY=replica: cannot check min-replicas-to-write on %s "
-                        "(%s); unless it is 1 or more, a purchase no replica can confirm is "
-                        "decided, then answered 503 'durability'", name, exc)
-            return
-        if not value or int(value) < 1:
+            unread.append(f"{name} ({type(exc).__name__}: {exc})")
+            continue
+        if value is None:
+            unread.append(f"{name} (not reported)")
+        elif int(value) < 1:
             unset.append(name)
+    return unset, unread
+
+
+def check_guard(client: Client, production: bool, accepted: bool) -> None:
+    """With ``replica``, a node that takes writes while it has no replica online decides a
+    purchase no replica confirms: ConfigError in production where the setting reads 0, unless
+    ``accepted`` (SECKILL_DURABILITY_UNGUARDED=1); otherwise said loudly in the log. Where it
+    cannot be read, said in the log: this process then stops a master after the first wait
+    that finds no replica (``seckill.store.plumbing.replica_stop``)."""
+    unset, unread = unguarded(client)
+    if unset and production and not accepted:
+        raise ConfigError(
+            f"SECKILL_DURABILITY=replica but min-replicas-to-write is 0 on {', '.join(unset)}: "
+            "a master left without a replica would decide purchases that no replica confirms "
+            f"(each answered 503 'durability'). Fix: {GUARD_FIX}. To start anyway, accepting "
+            "that risk, set SECKILL_DURABILITY_UNGUARDED=1 (docs/deployment.md, Durability)")
     if unset:
-        log.warning("SECKILL_DURABILITY=replica but min-replicas-to-write is 0 on %s: while a "
-                    "master has no replica online, each purchase is decided, then answered "
-                    "503 'durability' instead of refused with 'no_replica'. Set "
-                    "min-replicas-to-write 1 and min-replicas-max-lag (seconds) on every node",
-                    ", ".join(unset))
+        log.warning(
+            "SECKILL_DURABILITY=replica but min-replicas-to-write is 0 on %s%s: when such a "
+            "master has no replica, the purchases in flight are decided and answered 503 "
+            "'durability', then each process refuses its purchases (503 no_replica) until a "
+            "replica acknowledges writes again. Fix: %s", ", ".join(unset),
+            " (SECKILL_DURABILITY_UNGUARDED=1)" if accepted else "", GUARD_FIX)
+    if unread:
+        log.warning(
+            "SECKILL_DURABILITY=replica: cannot read min-replicas-to-write on %s; unless it "
+            "is 1 or more, when such a master has no replica the purchases in flight are "
+            "decided and answered 503 'durability', then each process refuses its purchases "
+            "(503 no_replica) until a replica acknowledges writes again", "; ".join(unread))

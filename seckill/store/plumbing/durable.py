@@ -8,7 +8,10 @@ script through here, so the three rules live in one place:
 - a reply that was not read, or a NOREPLICAS refusal, is 503 (``connection.unavailable``):
   the decision may or may not have been taken, and it is never retried here (a retried
   purchase is a second purchase);
-- a write the durability mode could not confirm on disk is 503 ``durability``;
+- a write the durability mode could not confirm on disk is 503 ``durability``; with
+  ``replica``, when the wait found no replica, its master is stopped
+  (``seckill.store.plumbing.replica_stop``): the writes routed there afterwards are refused
+  503 ``no_replica`` before their script is sent, until a probe sees a replica again;
 - ``uninitialized`` / ``unmigrated`` (the script changed nothing) rebuild the activity from
   the database and run the script once more.
 """
@@ -25,6 +28,7 @@ import redis
 from seckill.domain import errors
 from seckill.store.plumbing.connection import Client, ScriptWire, unavailable
 from seckill.store.plumbing.durability import Durability
+from seckill.store.plumbing.replica_stop import PROBE_WAIT_MS, ReplicaStops
 
 log = logging.getLogger("seckill.stock")
 
@@ -50,6 +54,8 @@ class DurableRunner:
         self.client = client
         self.wire = wire  # the decision's round trip
         self.durability = durability
+        # The masters whose last wait found no replica (``replica`` only; this process's view).
+        self.stops = ReplicaStops(client, min(durability.timeout_ms, PROBE_WAIT_MS))
         # Puts the activity back into Redis from the database; False if the database does
         # not know it either (``seckill.store.sale.recovery.Restorer.ensure``).
         self.ensure = ensure
@@ -62,6 +68,8 @@ class DurableRunner:
         Unavailable when the reply was not read or the write could not be confirmed on disk.
         ``then``: a command sent last in the same send (its own reply is its business: an
         error reply runs its fallback)."""
+        if self.stops.any:  # a dict's truth while no master is stopped
+            self.stops.admit(keys[0])
         try:
             after = self.durability.commands(self.client)
             replies = self.wire.run_script(script, keys, args, *after,
@@ -73,6 +81,8 @@ class DurableRunner:
             raise unavailable(exc) from exc  # NOREPLICAS: refused, nothing decided
         if waited and wrote(reply) and not self.durability.confirmed(waited[-1]):
             log.error("write not confirmed on disk (WAITAOF said %r)", waited[-1])
+            if self.durability.found_no_replica(waited):
+                self.stops.stop(keys[0])
             raise errors.Unavailable(
                 "the decision was taken but not confirmed on disk; check your order status "
                 "before retrying", detail="durability",
