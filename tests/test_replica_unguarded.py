@@ -13,8 +13,9 @@ log. Now it fails closed:
   replica acknowledge a write again: only the purchases already in flight are decided
   unconfirmed.
 
-Each cluster test runs a cluster of its own (3 masters, 1 replica each, no guard) and freezes
-a replica with SIGSTOP, which makes the moment deterministic.
+Each test runs a cluster of its own (3 masters, 1 replica each, no guard) and freezes a
+replica with SIGSTOP, which makes the moment deterministic. One server with no replica (the
+red team's 200 buyers): tests/test_red_team_durability.py.
 """
 
 from __future__ import annotations
@@ -96,25 +97,6 @@ def test_production_refuses_to_start_on_masters_without_the_guard(
         with caplog.at_level(logging.WARNING), gateway_app(env):
             pass
         assert not [r for r in caplog.records if "min-replicas" in r.getMessage()]
-
-
-def test_a_single_server_without_the_guard_refuses_in_production(
-    private_valkey: Any, make_app: Any
-) -> None:
-    """The same on one server (no replica at all): refused; with the override the first
-    purchase is decided unconfirmed (503 ``durability``), the next ones refused before
-    deciding (``no_replica``), the stock untouched by them."""
-    env = {"REDIS_URL": private_valkey.url, "SECKILL_DURABILITY": "replica",
-           "SECKILL_DURABILITY_TIMEOUT_MS": "50"}
-    with pytest.raises(ConfigError, match=r"min-replicas-to-write is 0 on 127\.0\.0\.1:"):
-        make_app(**env)
-    client = make_app(**env, SECKILL_DURABILITY_UNGUARDED="1").test_client()
-    aid = create_activity(client, total=5)["id"]
-    assert unconfirmed(buy(client, aid, "ann"))
-    for uid in ("ben", "cid", "dan"):
-        answer = buy(client, aid, uid)
-        assert refused(answer), answer.get_json()
-    assert (stats(client, aid)["sold"], stats(client, aid)["remaining"]) == (1, 4)
 
 
 @dataclasses.dataclass
