@@ -20,6 +20,7 @@ red team's 200 buyers): tests/test_red_team_durability.py.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3
 from flask import Flask
 from flask.testing import FlaskClient
 
@@ -46,7 +48,11 @@ from tests.cluster_faults import (
     stats,
     status_of,
 )
-from tests.conftest import buy, create_activity
+from tests.conftest import ADMIN, buy, create_activity
+from tests.faults import wait_until
+from tests.servers import gunicorn_server
+from tests.test_cluster_failover import http_buyer
+from tests.test_concurrency import Gateway
 from tests.test_no_replica import refused
 
 TIMEOUT_MS = 1000  # SECKILL_DURABILITY_TIMEOUT_MS
@@ -221,3 +227,59 @@ def test_a_probe_that_finds_no_replica_keeps_the_master_stopped(
             tried += 1
             time.sleep(0.05)
         assert sale.sold() == 2, tried
+
+
+HTTP_THREADS = 32  # purchases in flight at once over HTTP
+HTTP_BUYERS = 400
+
+
+def test_gunicorn_workers_each_stop_after_their_own_first_failed_wait(
+    tmp_path: Path, prefix: str, database_url: str
+) -> None:
+    """A gunicorn with 2 gevent workers, a crowd over HTTP (``HTTP_THREADS`` at a time) while
+    the replica is frozen: each worker decides only the purchases it had in flight when its
+    first wait failed, then refuses before deciding; thawed, both sell again. Before the fix
+    every purchase of the crowd was decided."""
+    with private_cluster(tmp_path / "cluster", replicas=1) as cluster:
+        master = masters(cluster)[0]
+        (replica,) = replicas_of(cluster, master)
+        aid = activity_on(cluster, master)
+        env = cluster_env(cluster, master, prefix, tmp_path, database_url,
+                          SECKILL_DURABILITY="replica",
+                          SECKILL_DURABILITY_TIMEOUT_MS=str(TIMEOUT_MS),
+                          SECKILL_DURABILITY_UNGUARDED="1")
+        http = urllib3.PoolManager(maxsize=HTTP_THREADS + 4, block=True)
+        with gunicorn_server(env, workers=2) as base:
+            gateway = Gateway(base, prefix, http, env["REDIS_URL"], cluster)
+            gateway.create_activity(100_000, aid)
+            purchase = http_buyer(gateway)
+            assert purchase("zoe", aid)[0] == 200
+
+            def crowd(tag: str) -> collections.Counter[tuple[int, str | None]]:
+                with ThreadPoolExecutor(HTTP_THREADS) as pool:
+                    answers = pool.map(lambda i: purchase(f"{tag}{i:04d}", aid),
+                                       range(HTTP_BUYERS))
+                    return collections.Counter((status, body.get("detail"))
+                                               for status, body in answers)
+
+            with frozen(cluster, [replica]):
+                answers = crowd("crowd")
+                sold = stats_over_http(gateway, aid) - 1
+            print(f"\n{HTTP_BUYERS} buyers over HTTP, {HTTP_THREADS} at a time, 2 workers, "
+                  f"replica frozen: {sold} decided unconfirmed; {dict(answers)}")
+            assert set(answers) <= {(503, "durability"), (503, "no_replica")}, answers
+            assert sold == answers[(503, "durability")] <= HTTP_THREADS, (sold, answers)
+
+            def sells() -> bool:
+                return purchase(f"again{time.monotonic_ns()}", aid)[0] == 200
+
+            # Both workers: each has its own view, and each must take the master again.
+            assert wait_until(lambda: sum(sells() for _ in range(20)) == 20, BACK_BOUND,
+                              interval=0.2, what="both workers selling again")
+
+
+def stats_over_http(gateway: Gateway, aid: str) -> int:
+    """The activity's sold counter, from the operator API."""
+    status, body = gateway.call("GET", f"/admin/activities/{aid}/stats", headers=ADMIN)
+    assert status == 200, body
+    return int(body["sold"])
