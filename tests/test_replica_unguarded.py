@@ -133,17 +133,23 @@ class Sale:
             return list(pool.map(one, range(CROWD)))
 
 
+def unguarded_env(cluster: EmbeddedCluster, tmp_path: Path, prefix: str, database_url: str
+                  ) -> tuple[int, int, str, dict[str, str]]:
+    """The cluster's first master, its replica, an activity id on it, and a production
+    gateway's environment with ``replica`` durability and the override."""
+    master = masters(cluster)[0]
+    (replica,) = replicas_of(cluster, master)
+    env = cluster_env(cluster, master, prefix, tmp_path, database_url,
+                      SECKILL_DURABILITY="replica", SECKILL_DURABILITY_TIMEOUT_MS=str(TIMEOUT_MS),
+                      SECKILL_DURABILITY_UNGUARDED="1")
+    return master, replica, activity_on(cluster, master), env
+
+
 @contextlib.contextmanager
 def unguarded_sale(tmp_path: Path, prefix: str, database_url: str) -> Iterator[Sale]:
     """:class:`Sale`, with a first purchase (zoe's) confirmed."""
     with private_cluster(tmp_path / "cluster", replicas=1) as cluster:
-        master = masters(cluster)[0]
-        (replica,) = replicas_of(cluster, master)
-        aid = activity_on(cluster, master)
-        env = cluster_env(cluster, master, prefix, tmp_path, database_url,
-                          SECKILL_DURABILITY="replica",
-                          SECKILL_DURABILITY_TIMEOUT_MS=str(TIMEOUT_MS),
-                          SECKILL_DURABILITY_UNGUARDED="1")
+        master, replica, aid, env = unguarded_env(cluster, tmp_path, prefix, database_url)
         with gateway_app(env) as app:
             client = app.test_client()
             create_activity(client, id=aid, total=1000)
@@ -241,13 +247,7 @@ def test_gunicorn_workers_each_stop_after_their_own_first_failed_wait(
     first wait failed, then refuses before deciding; thawed, both sell again. Before the fix
     every purchase of the crowd was decided."""
     with private_cluster(tmp_path / "cluster", replicas=1) as cluster:
-        master = masters(cluster)[0]
-        (replica,) = replicas_of(cluster, master)
-        aid = activity_on(cluster, master)
-        env = cluster_env(cluster, master, prefix, tmp_path, database_url,
-                          SECKILL_DURABILITY="replica",
-                          SECKILL_DURABILITY_TIMEOUT_MS=str(TIMEOUT_MS),
-                          SECKILL_DURABILITY_UNGUARDED="1")
+        _, replica, aid, env = unguarded_env(cluster, tmp_path, prefix, database_url)
         http = urllib3.PoolManager(maxsize=HTTP_THREADS + 4, block=True)
         with gunicorn_server(env, workers=2) as base:
             gateway = Gateway(base, prefix, http, env["REDIS_URL"], cluster)
