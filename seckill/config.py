@@ -199,6 +199,8 @@ class Settings:
     # SECKILL_PAYMENT_WEBHOOK_SECRET: the payment provider's Standard Webhooks secret
     # ("whsec_<base64>") that signs POST /payments/webhook; None: that route takes nothing.
     payment_webhook_secret: str | None = None
+    # Where the key that seals the secrets the database holds comes from (data_keys below).
+    data_keys: DataKeys | None = None
     generated: tuple[str, ...] = ()
 
     @property
@@ -263,6 +265,7 @@ class Settings:
             person_claim=_person_claim(env),
             person_canon=_choice(env, "SECKILL_PERSON_CANON", "exact", ("exact", "nfkc_casefold")),
             payment_webhook_secret=_webhook_secret(env, "SECKILL_PAYMENT_WEBHOOK_SECRET"),
+            data_keys=data_keys(env),
             behind_proxy=_bool(env, "SECKILL_BEHIND_PROXY", False),
             instance=env.get("SECKILL_INSTANCE") or f"{os.uname().nodename}:{os.getpid()}",
             durability=_choice(env, "SECKILL_DURABILITY", "local", ("none", "local", "replica")),
@@ -378,6 +381,51 @@ def log_component(environ: Mapping[str, str] | None = None) -> str:
     """``SECKILL_INSTANCE`` as gunicorn's log lines name the process (``seckill up`` sets
     ``gunicorn-1``...), ``gunicorn`` when unset."""
     return _environ(environ).get("SECKILL_INSTANCE") or "gunicorn"
+
+
+DATA_KEY_FILE = "data.key"  # development only: the throw-away data key, in the data folder
+
+
+@dataclasses.dataclass(frozen=True)
+class DataKeys:
+    """The keys that seal the secrets the database holds (seckill/sql/sealing.py), as
+    written: ``material`` newest first, the first seals and every one opens; ``source`` names
+    where the sealing key comes from, for messages. ``dev_file``: in development without
+    SECKILL_DATA_KEY, the file whose key seals (made on first use), before ``material``."""
+
+    material: tuple[str, ...]
+    source: str
+    dev_file: Path | None = None
+
+
+def _key_list(raw: str) -> list[str]:
+    return [k.strip() for k in raw.split(",") if k.strip()]
+
+
+def data_keys(environ: Mapping[str, str] | None = None) -> DataKeys:
+    """``SECKILL_DATA_KEY`` seals; without it, a key derived from the first
+    ``SECKILL_SECRET_KEY`` (in development: a throw-away key kept in the data folder, so that a
+    folder outlives the made-up secrets). ``SECKILL_DATA_KEY_PREVIOUS`` (comma-separated) and
+    every ``SECKILL_SECRET_KEY`` only open: what a rotation keeps until ``seckill secrets
+    rotate`` has sealed every row again. ConfigError for a key under 32 bytes."""
+    env = _environ(environ)
+    own = _key_list(env.get("SECKILL_DATA_KEY", ""))
+    previous = _key_list(env.get("SECKILL_DATA_KEY_PREVIOUS", ""))
+    signing = _key_list(env.get("SECKILL_SECRET_KEY", ""))
+    if len(own) > 1:
+        raise ConfigError("SECKILL_DATA_KEY holds one key; older ones go in "
+                          "SECKILL_DATA_KEY_PREVIOUS")
+    for name, values in (("SECKILL_DATA_KEY", own), ("SECKILL_DATA_KEY_PREVIOUS", previous)):
+        if any(len(v.encode()) < MIN_KEY_BYTES for v in values):
+            raise ConfigError(f"{name} must be at least {MIN_KEY_BYTES} bytes")
+    if own:
+        return DataKeys((own[0], *previous, *signing), "SECKILL_DATA_KEY")
+    if (env.get("SECKILL_ENV") or "").strip().lower() == "development":
+        file = data_dir_from(env) / DATA_KEY_FILE
+        return DataKeys((*previous, *signing), f"the development key {file}", dev_file=file)
+    if not signing:  # an operator's command that may touch no secret: refused if it does
+        return DataKeys((), "nowhere: neither SECKILL_DATA_KEY nor SECKILL_SECRET_KEY is set")
+    return DataKeys((signing[0], *previous, *signing[1:]), "SECKILL_SECRET_KEY")
 
 
 def database_timeout(environ: Mapping[str, str] | None = None) -> float:

@@ -19,6 +19,7 @@ from seckill.config import ConfigError, Settings
 from seckill.sql.blocks import BlockBook
 from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
+from seckill.sql.sealing import Keyring
 from seckill.store.audit.census import CensusTaker
 from seckill.store.plumbing.connection import (
     Client,
@@ -121,7 +122,7 @@ class Services:
             engine = read_only_engine(settings.database_url)
         else:
             engine = make_engine(settings.database_url, timeout=settings.database_timeout)
-        book = OrderBook(engine)
+        book = OrderBook(engine, Keyring.of(settings))
         restorer = Restorer(client, keys, scripts, book)
         cache = ActivityCache(activities, settings.meta_ttl, restore=restorer.ensure)
         board = SoldOutBoard(client, keys, ttl=settings.sold_out_ttl)

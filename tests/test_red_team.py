@@ -9,7 +9,8 @@ it, in-process (the wire's: ``tests/test_red_team_wire.py``):
 * doubled or trailing slashes are a JSON 404, never werkzeug's redirect;
 * a user token may live at most ``SECKILL_JWT_MAX_TTL`` seconds;
 * a provider's payment of 0 for a priced order does not pay it;
-* no path or query (hypothesis) makes a 500.
+* no path or query (hypothesis) makes a 500;
+* a copy of the database (``seckill.db``) gives away no webhook secret, person salt or seed.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ import json
 import time
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote_to_bytes
 
 import jwt
 import pytest
+import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 from hypothesis import HealthCheck, given, settings
@@ -415,3 +418,34 @@ def test_a_payment_of_0_for_a_priced_order_does_not_pay_it(make_app: Any,
     answer = expect(client.post("/payments/webhook", data=body, headers=headers), 200)
     assert (answer["status"], answer["amount"]) == ("payment_mismatch", 49_999)
     assert order_status(client, aid, "mallory")["payment"] == "due"
+
+
+def test_a_copy_of_seckill_db_reveals_no_webhook_secret_salt_or_seed(
+        make_app: Any, database_url: str) -> None:
+    """A copy of the database (a backup; ``seckill.db`` read by another local user) gives away
+    no webhook signing secret, person salt, draw seed or red-envelope seed: they are stored
+    sealed under SECKILL_DATA_KEY (or a key derived from SECKILL_SECRET_KEY)."""
+    app = make_app(SECKILL_PERSON_CLAIM="https://shop.example/person")
+    client = app.test_client()
+    secret = "whsec_" + base64.b64encode(b"red-team: the shop's signing key!").decode()
+    expect(client.post("/admin/webhooks", headers=ADMIN, json={
+        "url": "http://10.0.0.7:8000/hooks", "events": ["*"], "secret": secret}), 201)
+    draw = create_activity(client, admission="draw", queue_opens_at=iso(60),
+                           starts_at=iso(120), ends_at=iso(3600), limit_by="person")
+    packets = create_activity(client, kind="packets", amount=1000, count=10)
+    book = app.extensions["seckill"].book
+    found = book.load_activity(draw["id"])
+    seed = book.load_activity(packets["id"]).seed
+    wanted = [secret, secret.removeprefix("whsec_"), found.draw_seed, found.person_salt,
+              str(seed)]
+    assert None not in (found.draw_seed, found.person_salt, seed)
+    with book.engine.connect() as conn:
+        stored = [str(value) for table in ("seckill_activities", "seckill_webhook_endpoints")
+                  for row in conn.execute(sa.text(f"SELECT * FROM {table}")) for value in row]
+    assert not [s for s in wanted if any(s in value for value in stored)]
+    url = sa.engine.make_url(database_url)
+    if url.get_backend_name() == "sqlite":  # the file's bytes, and its WAL's
+        raw = b"".join(path.read_bytes() for path in (Path(f"{url.database}"),
+                                                      Path(f"{url.database}-wal"))
+                       if path.exists())
+        assert not [s for s in wanted if s.encode() in raw]

@@ -48,7 +48,7 @@ def _book(services: Services) -> WebhookBook:
     """The process's one book on the services' database (its schema checked once)."""
     book = _books.get(services.engine)
     if book is None:
-        book = _books[services.engine] = WebhookBook(services.engine)
+        book = _books[services.engine] = WebhookBook(services.engine, services.book.keys)
     return book
 
 

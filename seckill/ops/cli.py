@@ -32,8 +32,10 @@ from seckill.ops.commands import (
     units_arg,
 )
 from seckill.ops.sale_commands import add_sale_verbs
+from seckill.ops.secret_commands import add_secret_commands
 from seckill.ops.variant_options import add_restock_variant, add_variant_options
 from seckill.ops.webhook_commands import add_webhook_commands
+from seckill.sql.sealing import DataKeyError
 
 MAX_TOKEN_TTL = 30 * 24 * 3600
 IP_RATE = re.compile(r"off|[1-9][0-9]{0,6}r/[sm]")
@@ -360,6 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
                                          "data folder of seckill up), or an AOF file")
     aof_repair.add_argument("--dry-run", action="store_true", help="say what would be cut")
     aof_repair.set_defaults(handler=cmd_aof_repair)
+    add_secret_commands(commands)
     return parser
 
 
@@ -376,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, errors.BadRequest) as exc:
         print(f"seckill: {exc}", file=sys.stderr)
         return 2
-    except (Failure, FileNotFoundError, errors.SeckillError) as exc:
+    except (Failure, FileNotFoundError, errors.SeckillError, DataKeyError) as exc:
         print(f"seckill: {exc}", file=sys.stderr)
         return 1
 

@@ -56,7 +56,9 @@ def store_settings(access: str, environ: dict[str, str] | None = None) -> Settin
     env = {**config.environment(environ), "SECKILL_ENV": "development"}
     if not env.get("REDIS_URL"):
         env.update(_from_running_up(env))
-    settings = Settings.from_env(env)
+    # The data key as the environment says, not as the development mode forced above would
+    # (a throw-away key in the data folder): a command seals what the gateway must open.
+    settings = Settings.from_env(env, data_keys=config.data_keys(config.environment(environ)))
     path = sqlite_file(settings.database_url)
     if path is not None and access != CREATE and not path.is_file():
         raise ConfigError(

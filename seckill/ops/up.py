@@ -52,6 +52,7 @@ from seckill.ops.cluster import up_cluster
 from seckill.ops.nginx import command as nginx_command
 from seckill.ops.nginx import nginx_binary
 from seckill.ops.ports import backend_ports
+from seckill.ops.secret_commands import seal_at_start
 from seckill.ops.supervisor import COMPONENT, ChildSpec, http_ready, log
 
 
@@ -274,6 +275,7 @@ def run(args: argparse.Namespace) -> int:
     with _data_dir_lock(data_dir):
         settings.announce_generated()
         _create_schema(settings.database_url)
+        seal_at_start(settings)  # rows written before sealing, or under an older key
         # Secrets made up once, here, so that every worker of every instance agrees on them.
         env = {**environ, "SECKILL_ENV": settings.env, "SECKILL_DATA_DIR": str(data_dir)}
         env.update({name: settings.secret_for(name) for name in SECRET_VARS})

@@ -50,6 +50,8 @@ from seckill.sql.order_events import (
 )
 from seckill.sql.outbox import add_events
 from seckill.sql.schema import activities, ensure_schema, orders, variants
+from seckill.sql.sealed_rows import DRAW_SEED, PACKET_SEED, PERSON_SALT, SealedColumn, check
+from seckill.sql.sealing import Keyring
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,10 +69,12 @@ LEVER_COLUMNS = {"paused": ("paused", "paused_v"), "ends_ms": ("ends_ms", "ends_
 
 
 class OrderBook:
-    """Activities and orders in the database; the schema is made ready on first use."""
+    """Activities and orders in the database; the schema is made ready on first use. An
+    activity's secrets are sealed with ``keys`` (default: the process's environment's)."""
 
-    def __init__(self, engine: sa.Engine) -> None:
+    def __init__(self, engine: sa.Engine, keys: Keyring | None = None) -> None:
         self.engine = engine
+        self.keys = keys or Keyring.from_environment()
         self._schema_ready = False
         self._schema_lock = threading.Lock()
         self._rehearsals = Rehearsals()
@@ -79,11 +83,13 @@ class OrderBook:
         self.outbox = True
 
     def ready(self) -> OrderBook:
-        """Create (or complete) the schema, once per book; returns the book."""
+        """Create (or complete) the schema, once per book, and check that the environment's
+        keys open every sealed secret (DataKeyError otherwise); returns the book."""
         if not self._schema_ready:
             with self._schema_lock:
                 if not self._schema_ready:
                     ensure_schema(self.engine)
+                    check(self.engine, self.keys)
                     self._schema_ready = True
         return self
 
@@ -106,17 +112,18 @@ class OrderBook:
                         created_ms=now_ms(),
                         amount=activity.amount,
                         packet_count=activity.total if activity.kind == PACKETS else None,
-                        seed=activity.seed,
+                        sealed_seed=self._seal(PACKET_SEED, activity.id, activity.seed),
                         shards=activity.shards,
                         payment_window=activity.payment_window or None,
                         admission=activity.admission if activity.queued else None,
                         queue_opens_ms=activity.queue_opens_ms,
                         challenge=activity.challenge if activity.queued else None,
-                        draw_seed=activity.draw_seed,
+                        draw_seed=self._seal(DRAW_SEED, activity.id, activity.draw_seed),
                         paused=activity.paused or None,
                         rehearsal=activity.rehearsal or None,
                         limit_by=activity.limit_by if activity.person_salt else None,
-                        person_salt=activity.person_salt,
+                        person_salt=self._seal(PERSON_SALT, activity.id,
+                                               activity.person_salt),
                         **dataclasses.asdict(activity.product),
                     )
                 )
@@ -193,24 +200,36 @@ class OrderBook:
             per_user_limit=int(row.per_user_limit),
             kind=row.kind,
             amount=None if row.amount is None else int(row.amount),
-            seed=None if row.seed is None else int(row.seed),
+            seed=self._packet_seed(row),
             shards=int(row.shards or 1),
             payment_window=int(row.payment_window or 0),
             admission=row.admission or FIRST_COME,
             queue_opens_ms=None if row.queue_opens_ms is None else int(row.queue_opens_ms),
             challenge=bool(row.challenge),
-            draw_seed=row.draw_seed,
+            draw_seed=self._open(DRAW_SEED, row.id, row.draw_seed),
             admission_factor=float(row.admission_factor or 1.0),
             paused=bool(row.paused),
             rehearsal=bool(row.rehearsal),
             limit_by=row.limit_by or BY_USER,
-            person_salt=row.person_salt,
+            person_salt=self._open(PERSON_SALT, row.id, row.person_salt),
             product=Product(
                 description=row.description, image_url=row.image_url,
                 price_amount=None if row.price_amount is None else int(row.price_amount),
                 price_currency=row.price_currency),
             variants=tuple(Variant(v[0], v[1], int(v[2]), int(v[2])) for v in found),
         )
+
+    def _seal(self, column: SealedColumn, aid: str, secret: str | int | None) -> str | None:
+        return None if secret is None else self.keys.seal(str(secret), column.context(aid))
+
+    def _open(self, column: SealedColumn, aid: str, stored: str | None) -> str | None:
+        return None if stored is None else self.keys.open(stored, column.context(aid))
+
+    def _packet_seed(self, row: Any) -> int | None:
+        """The split's seed: sealed, or in the plain column of a row written before sealing."""
+        if row.sealed_seed is not None:
+            return int(self.keys.open(row.sealed_seed, PACKET_SEED.context(row.id)))
+        return None if row.seed is None else int(row.seed)
 
     def activity_ids(self) -> set[str]:
         """The ids of every activity the database knows."""

@@ -35,12 +35,13 @@ d = webhook_deliveries
 
 @dataclasses.dataclass(frozen=True)
 class Endpoint:
-    """An endpoint as the dispatcher needs it."""
+    """An endpoint as the dispatcher needs it; ``secret`` as stored (sealed: the dispatcher
+    opens it, seckill/sql/sealing.py)."""
 
     id: str
     url: str
     events: tuple[str, ...]
-    secret: str
+    secret: str = dataclasses.field(repr=False)
 
 
 @dataclasses.dataclass(frozen=True)

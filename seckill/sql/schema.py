@@ -16,6 +16,10 @@ log = logging.getLogger("seckill.schema")
 
 metadata = sa.MetaData()
 
+# The columns of sealed secrets (seckill/sql/sealing.py): a webhook secret of 128 characters
+# takes 227 sealed.
+SEALED_LENGTH = 255
+
 activities = sa.Table(
     "seckill_activities",
     metadata,
@@ -31,18 +35,18 @@ activities = sa.Table(
     # split's seed: a rebuild re-derives every packet from these three.
     sa.Column("amount", sa.BigInteger, nullable=True),
     sa.Column("packet_count", sa.Integer, nullable=True),
-    sa.Column("seed", sa.BigInteger, nullable=True),
+    sa.Column("seed", sa.BigInteger, nullable=True),  # only in rows written before sealing
     # kind "stock": the number of parts the stock is split into (NULL, as in a database made
     # by an older version: 1).
     sa.Column("shards", sa.Integer, nullable=True),
     # Seconds a buyer has to pay (NULL or 0: a purchase is final).
     sa.Column("payment_window", sa.Integer, nullable=True),
     # Admission (NULL: first_come): queue or draw, when the queue opens, whether joining
-    # needs a proof-of-work, the order's secret seed, and the operator's admission factor.
+    # needs a proof-of-work, the order's secret seed (sealed), and the operator's factor.
     sa.Column("admission", sa.String(16), nullable=True),
     sa.Column("queue_opens_ms", sa.BigInteger, nullable=True),
     sa.Column("challenge", sa.Boolean, nullable=True),
-    sa.Column("draw_seed", sa.String(64), nullable=True),
+    sa.Column("draw_seed", sa.String(SEALED_LENGTH), nullable=True),
     sa.Column("admission_factor", sa.Float, nullable=True),
     # The operator's pause (NULL: not paused) and what the sale page shows of the product.
     sa.Column("paused", sa.Boolean, nullable=True),
@@ -54,9 +58,9 @@ activities = sa.Table(
     # console's totals and anything sent to the shop.
     sa.Column("rehearsal", sa.Boolean, nullable=True),
     # Whom the one-purchase rule counts (NULL: "user"); "person": the person's secret salt
-    # that keys them (seckill/domain/people.py), kept for a rebuild.
+    # that keys them (seckill/domain/people.py, sealed), kept for a rebuild.
     sa.Column("limit_by", sa.String(16), nullable=True),
-    sa.Column("person_salt", sa.String(64), nullable=True),
+    sa.Column("person_salt", sa.String(SEALED_LENGTH), nullable=True),
     # Webhooks (issue #27): the units of the stored confirmed orders, kept by the transactions
     # that change them (NULL: not counted yet, e.g. an older database: counted from the orders
     # at the next change); when they last reached the total (its activity.sold_out was written
@@ -69,6 +73,9 @@ activities = sa.Table(
     sa.Column("paused_v", sa.BigInteger, nullable=True),
     sa.Column("ends_v", sa.BigInteger, nullable=True),
     sa.Column("total_v", sa.BigInteger, nullable=True),
+    # kind "packets": the split's seed, sealed (seckill/sql/sealing.py); a row written before
+    # sealing has it in ``seed`` instead, until the rows are sealed.
+    sa.Column("sealed_seed", sa.String(SEALED_LENGTH), nullable=True),
 )
 
 
@@ -168,7 +175,7 @@ webhook_endpoints = sa.Table(
     sa.Column("id", sa.String(40), primary_key=True),
     sa.Column("url", sa.String(2048), nullable=False),
     sa.Column("events", sa.Text, nullable=False),  # JSON list of types, or ["*"]
-    sa.Column("secret", sa.String(128), nullable=False),
+    sa.Column("secret", sa.String(SEALED_LENGTH), nullable=False),  # sealed
     sa.Column("created_ms", sa.BigInteger, nullable=False),
     sa.Column("delivered", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("retried", sa.BigInteger, nullable=False, server_default="0"),
@@ -209,6 +216,7 @@ def ensure_schema(engine: sa.Engine) -> None:
         try:
             metadata.create_all(engine, checkfirst=True)
             _add_missing_columns(engine)
+            _widen_columns(engine)
             return
         except (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.OperationalError) as exc:
             # SQLite says "already exists" with an OperationalError; any other one (no
@@ -235,3 +243,23 @@ def _add_missing_columns(engine: sa.Engine) -> None:
                         table.name, column.name, kind)
             with engine.begin() as conn:
                 conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}"))
+
+
+def _widen_columns(engine: sa.Engine) -> None:
+    """Give a column that an older version made narrower its length now (the sealed secrets'
+    columns). PostgreSQL only: SQLite enforces no length. Widening a varchar rewrites nothing."""
+    if engine.dialect.name != "postgresql":
+        return
+    inspector = sa.inspect(engine)
+    for table in metadata.sorted_tables:
+        found = {c["name"]: c["type"] for c in inspector.get_columns(table.name)}
+        for column in table.columns:
+            wanted = getattr(column.type, "length", None)
+            now = getattr(found.get(column.name), "length", None)
+            if wanted is None or now is None or now >= wanted:
+                continue
+            kind = column.type.compile(dialect=engine.dialect)
+            log.warning("widening column %s.%s to %s", table.name, column.name, kind)
+            with engine.begin() as conn:
+                conn.execute(sa.text(
+                    f"ALTER TABLE {table.name} ALTER COLUMN {column.name} TYPE {kind}"))

@@ -22,6 +22,8 @@ from seckill.domain import errors
 from seckill.domain.clock import iso_from_ms, now_ms
 from seckill.domain.events import ALL_EVENTS
 from seckill.sql.schema import ensure_schema, outbox, webhook_deliveries, webhook_endpoints
+from seckill.sql.sealed_rows import WEBHOOK_SECRET, check
+from seckill.sql.sealing import Keyring
 
 PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
 STATUSES = (PENDING, DELIVERED, FAILED)
@@ -43,7 +45,7 @@ class Endpoint:
     id: str
     url: str
     events: list[str]
-    secret: str
+    secret: str = dataclasses.field(repr=False)
     created_ms: int
     summary: dict[str, Any] | None = None
 
@@ -58,9 +60,10 @@ class Endpoint:
         return shown
 
 
-def _endpoint(row: Any, summary: dict[str, Any] | None = None) -> Endpoint:
+def _endpoint(row: Any, keys: Keyring, summary: dict[str, Any] | None = None) -> Endpoint:
     return Endpoint(id=row.id, url=row.url, events=list(orjson.loads(row.events)),
-                    secret=row.secret, created_ms=int(row.created_ms), summary=summary)
+                    secret=keys.open(row.secret, WEBHOOK_SECRET.context(row.id)),
+                    created_ms=int(row.created_ms), summary=summary)
 
 
 def _iso(ms: int | None) -> str | None:
@@ -84,10 +87,12 @@ def delivery_body(row: Any) -> dict[str, Any]:
 
 
 class WebhookBook:
-    """The endpoints and their deliveries in the database."""
+    """The endpoints and their deliveries in the database; the secrets sealed with ``keys``
+    (default: the process's environment's)."""
 
-    def __init__(self, engine: sa.Engine) -> None:
+    def __init__(self, engine: sa.Engine, keys: Keyring | None = None) -> None:
         self.engine = engine
+        self.keys = keys or Keyring.from_environment()
         self._made = False  # the schema made (a write) or found (a read)
         self._lock = threading.Lock()
 
@@ -103,6 +108,8 @@ class WebhookBook:
                     self._made = True
                 else:
                     self._made = sa.inspect(self.engine).has_table(_D.name)
+                if self._made:
+                    check(self.engine, self.keys)
         return self._made
 
     def add(self, url: str, events: list[str], secret: str) -> Endpoint:
@@ -112,9 +119,9 @@ class WebhookBook:
         made = Endpoint(id=new_endpoint_id(at), url=url, events=events, secret=secret,
                         created_ms=at)
         with self.engine.begin() as conn:
-            conn.execute(_E.insert().values(id=made.id, url=url,
-                                            events=orjson.dumps(events).decode(),
-                                            secret=secret, created_ms=at))
+            conn.execute(_E.insert().values(
+                id=made.id, url=url, events=orjson.dumps(events).decode(),
+                secret=self.keys.seal(secret, WEBHOOK_SECRET.context(made.id)), created_ms=at))
         return made
 
     def find(self, endpoint_id: str) -> Endpoint:
@@ -123,7 +130,7 @@ class WebhookBook:
             with self.engine.connect() as conn:
                 row = conn.execute(sa.select(_E).where(_E.c.id == endpoint_id)).first()
             if row is not None:
-                return _endpoint(row)
+                return _endpoint(row, self.keys)
         raise errors.UnknownWebhook(id=endpoint_id)
 
     def _take(self, conn: sa.Connection, endpoint_id: str) -> Endpoint:
@@ -132,7 +139,7 @@ class WebhookBook:
         row = conn.execute(sa.select(_E).where(_E.c.id == endpoint_id)).first()
         if taken.rowcount == 0 or row is None:
             raise errors.UnknownWebhook(id=endpoint_id)
-        return _endpoint(row)
+        return _endpoint(row, self.keys)
 
     def remove(self, endpoint_id: str) -> Endpoint:
         """Remove an endpoint and every delivery of it (pending ones are never sent); returns
@@ -157,7 +164,7 @@ class WebhookBook:
             more = len(rows) > limit
             rows = rows[:limit]
             summaries = self._summaries(conn, [row.id for row in rows])
-        found = [_endpoint(row, summaries[row.id]) for row in rows]
+        found = [_endpoint(row, self.keys, summaries[row.id]) for row in rows]
         return found, (found[-1].id if more else None)
 
     def _summaries(self, conn: sa.Connection, ids: list[str]) -> dict[str, dict[str, Any]]:

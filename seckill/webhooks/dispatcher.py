@@ -26,6 +26,8 @@ import sqlalchemy as sa
 from seckill.domain.clock import now_ms
 from seckill.sql import deliveries, outbox
 from seckill.sql.deliveries import Claimed, Endpoint, Outcome
+from seckill.sql.sealed_rows import WEBHOOK_SECRET
+from seckill.sql.sealing import Keyring
 from seckill.webhooks.options import DispatchOptions
 from seckill.webhooks.sender import Attempt, Sender
 
@@ -60,8 +62,10 @@ class Dispatcher:
     """Delivers the outbox's events to the endpoints until :meth:`run`'s ``stop`` is set."""
 
     def __init__(self, engine: sa.Engine, options: DispatchOptions | None = None,
-                 clock: Clock | None = None, rng: random.Random | None = None) -> None:
+                 clock: Clock | None = None, rng: random.Random | None = None, *,
+                 keys: Keyring | None = None) -> None:
         self.engine = engine
+        self.keys = keys or Keyring.from_environment()
         self.options = options or DispatchOptions()
         self.clock: Clock = clock or now_ms
         self.rng = rng or random.Random()
@@ -191,7 +195,10 @@ class Dispatcher:
 
     def _lane(self, endpoint: Endpoint) -> _Lane:
         options = self.options
-        sender = Sender(endpoint, attempt_timeout=options.attempt_timeout,
+        # Opened once per lane: a lane lives as long as its endpoint's row is unchanged.
+        opened = dataclasses.replace(
+            endpoint, secret=self.keys.open(endpoint.secret, WEBHOOK_SECRET.context(endpoint.id)))
+        sender = Sender(opened, attempt_timeout=options.attempt_timeout,
                         connect_timeout=options.connect_timeout,
                         connections=options.per_endpoint)
         pool = concurrent.futures.ThreadPoolExecutor(options.per_endpoint,

@@ -16,6 +16,8 @@ from seckill import logs
 from seckill.config import Settings, webhook_nice
 from seckill.sql.engine import make_engine
 from seckill.sql.schema import ensure_schema
+from seckill.sql.sealed_rows import check
+from seckill.sql.sealing import Keyring
 from seckill.webhooks.dispatcher import Clock, Dispatcher
 from seckill.webhooks.options import DispatchOptions
 
@@ -39,15 +41,19 @@ def dispatcher_engine(database_url: str) -> sa.Engine:
 
 
 def run_dispatcher(database_url: str, *, stop: threading.Event | None = None,
-                   clock: Clock | None = None, options: DispatchOptions | None = None) -> None:
+                   clock: Clock | None = None, options: DispatchOptions | None = None,
+                   keys: Keyring | None = None) -> None:
     """Deliver the outbox's events until ``stop`` is set (never, without one), then finish
     the attempts in flight and return. The schema is made if missing; no signal handler is
     installed (the caller's business). ``clock`` returns epoch milliseconds (tests move it);
-    ``options`` default to :meth:`DispatchOptions.from_env`."""
+    ``options`` default to :meth:`DispatchOptions.from_env`; ``keys`` (the endpoints' secrets)
+    to the environment's, which must open every sealed secret (DataKeyError otherwise)."""
     engine = dispatcher_engine(database_url)
+    keys = keys or Keyring.from_environment()
     try:
         ensure_schema(engine)
-        dispatcher = Dispatcher(engine, options or DispatchOptions.from_env(), clock)
+        check(engine, keys)
+        dispatcher = Dispatcher(engine, options or DispatchOptions.from_env(), clock, keys=keys)
         dispatcher.run(stop or threading.Event())
     finally:
         engine.dispose()
@@ -87,5 +93,6 @@ def main(settings: Settings) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    run_dispatcher(settings.database_url, stop=stop, options=DispatchOptions.from_env())
+    run_dispatcher(settings.database_url, stop=stop, options=DispatchOptions.from_env(),
+                   keys=Keyring.of(settings))
     return 0

@@ -13,6 +13,7 @@ from seckill import logs
 from seckill.config import Settings
 from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
+from seckill.sql.sealing import Keyring
 from seckill.store.plumbing.connection import Client, is_cluster, make_cluster, make_pool
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
@@ -47,7 +48,7 @@ def build_worker(settings: Settings, **overrides: Any) -> OrdersWorker:
     )
     client: Client = (make_cluster(own) if is_cluster(own)
                       else redis.Redis(connection_pool=make_pool(own)))
-    book = OrderBook(make_engine(settings.database_url)).ready()
+    book = OrderBook(make_engine(settings.database_url), Keyring.of(settings)).ready()
     return OrdersWorker(client, KeySpace(settings.key_prefix), book, options)
 
 
