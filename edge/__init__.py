@@ -26,6 +26,7 @@ from edge.chain import (
     IN_STOCK,
     PURCHASE_URL,
     RATE,
+    SCRAPER,
     SOLD_OUT,
     USER,
     WINDOW,
@@ -40,8 +41,8 @@ if TYPE_CHECKING:
     from edge.views import Edge, filters, passage
 
 __all__ = [
-    "ADMIN", "IN_STOCK", "PURCHASE_URL", "RATE", "SOLD_OUT", "USER", "WINDOW", "Chain", "Check",
-    "Edge", "Filter", "Passage", "Route", "filters", "passage",
+    "ADMIN", "IN_STOCK", "PURCHASE_URL", "RATE", "SCRAPER", "SOLD_OUT", "USER", "WINDOW", "Chain",
+    "Check", "Edge", "Filter", "Passage", "Route", "filters", "passage",
 ]
 
 _BINDING = frozenset({"Edge", "filters", "passage"})

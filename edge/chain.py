@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 USER = "user"  # a valid user JWT; sets Passage.uid
 ADMIN = "admin"  # the operator token
+SCRAPER = "scraper"  # the metrics token or the operator token (GET /metrics)
 WINDOW = "window"  # the activity exists and its sale window is open; sets Passage.activity
 IN_STOCK = "in_stock"  # not known to be sold out (no Redis)
 SOLD_OUT = "sold_out"  # purchases of a flagged activity: 409 to its winners, 410 to the rest

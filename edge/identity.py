@@ -8,7 +8,7 @@ import time
 
 import jwt
 
-from edge import ADMIN, USER, Filter, Passage
+from edge import ADMIN, SCRAPER, USER, Filter, Passage
 from seckill.domain import errors
 from seckill.domain.activities import USER_ID
 from seckill.domain.people import EXACT, canonical_person, is_person_id
@@ -117,13 +117,16 @@ class Identity(Filter):
     verified twice: a buyer sends it for the URL and again for the purchase, and PyJWT's
     decode is the most expensive step of the edge."""
 
-    names = frozenset({USER, ADMIN})
+    names = frozenset({USER, ADMIN, SCRAPER})
     MAX_REMEMBERED = 20_000  # ~7 MB; a buyer sends the same token twice within seconds
 
     def __init__(self, jwt_secret: str, admin_token: str, leeway: int, max_ttl: int = 0,
-                 person_claim: str | None = None, person_canon: str = EXACT) -> None:
+                 person_claim: str | None = None, person_canon: str = EXACT,
+                 metrics_token: str | None = None) -> None:
         self.jwt_secret = jwt_secret
         self.admin_token = admin_token.encode()
+        # SECKILL_METRICS_TOKEN: the scraper's, good on the scraper's route only.
+        self.metrics_token = metrics_token.encode() if metrics_token else None
         self.leeway = leeway
         self.max_ttl = max_ttl  # SECKILL_JWT_MAX_TTL (0: no bound)
         self.person_claim = person_claim  # SECKILL_PERSON_CLAIM (None: no person)
@@ -133,12 +136,19 @@ class Identity(Filter):
 
     def check(self, passage: Passage) -> None:
         """Set the user (and the person) of a user route; refuse a wrong operator token on an
-        operator route."""
+        operator route, and a token that is neither the operator's nor the metrics token on
+        the scraper's."""
         token = bearer(passage.authorization)
         if USER in passage.wanted:
             passage.uid, passage.person = self.verified(token)
-        elif not hmac.compare_digest(token.encode(), self.admin_token):
-            raise errors.Unauthenticated("wrong operator token")
+            return
+        given = token.encode()
+        if hmac.compare_digest(given, self.admin_token):
+            return
+        if SCRAPER in passage.wanted and self.metrics_token is not None \
+                and hmac.compare_digest(given, self.metrics_token):
+            return
+        raise errors.Unauthenticated("wrong operator token")
 
     def user(self, token: str) -> str:
         """The user a token names (:meth:`verified`)."""

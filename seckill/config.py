@@ -199,6 +199,9 @@ class Settings:
     # SECKILL_PAYMENT_WEBHOOK_SECRET: the payment provider's Standard Webhooks secret
     # ("whsec_<base64>") that signs POST /payments/webhook; None: that route takes nothing.
     payment_webhook_secret: str | None = None
+    # SECKILL_METRICS_TOKEN: a token that opens GET /metrics and nothing else, so that the
+    # scraper does not hold the operator token (which opens /metrics too); None: unset.
+    metrics_token: str | None = None
     # Where the key that seals the secrets the database holds comes from (data_keys below).
     data_keys: DataKeys | None = None
     generated: tuple[str, ...] = ()
@@ -231,6 +234,10 @@ class Settings:
                 generated.append(name)
             found[name] = value
 
+        metrics_token = env.get("SECKILL_METRICS_TOKEN", "").strip() or None
+        if metrics_token is None and mode == "development":
+            metrics_token = secrets.token_urlsafe(32)
+            generated.append("SECKILL_METRICS_TOKEN")
         keys = tuple(k.strip() for k in found["SECKILL_SECRET_KEY"].split(",") if k.strip())
         if not keys:
             raise ConfigError("SECKILL_SECRET_KEY holds no key")
@@ -265,6 +272,7 @@ class Settings:
             person_claim=_person_claim(env),
             person_canon=_choice(env, "SECKILL_PERSON_CANON", "exact", ("exact", "nfkc_casefold")),
             payment_webhook_secret=_webhook_secret(env, "SECKILL_PAYMENT_WEBHOOK_SECRET"),
+            metrics_token=metrics_token,
             data_keys=data_keys(env),
             behind_proxy=_bool(env, "SECKILL_BEHIND_PROXY", False),
             instance=env.get("SECKILL_INSTANCE") or f"{os.uname().nodename}:{os.getpid()}",
@@ -309,6 +317,7 @@ class Settings:
             "SECKILL_SECRET_KEY": ",".join(self.secret_keys),
             "SECKILL_JWT_SECRET": self.jwt_secret,
             "SECKILL_ADMIN_TOKEN": self.admin_token,
+            "SECKILL_METRICS_TOKEN": self.metrics_token or "",
         }[name]
 
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -93,9 +96,35 @@ DEAD_LETTERS = Counter(
 )
 
 
-def render(*collected: Collector) -> tuple[bytes, str]:
+class Kept:
+    """The text of ``collectors`` (what is read from the store and the database at a scrape,
+    the same in every process), generated at most once every ``ttl`` seconds per process; a
+    scrape in between gets the last text. One reading at a time: scrapes that arrive during
+    it wait for its text (the lock is gevent's in a gevent worker) instead of reading too, so
+    any number of scrapers cost one reading a second."""
+
+    def __init__(self, *collectors: Collector, ttl: float = 1.0) -> None:
+        self.ttl = ttl
+        self._registry = CollectorRegistry(auto_describe=False)
+        for collector in collectors:
+            self._registry.register(collector)
+        self._lock = threading.Lock()
+        self._read_at = -math.inf
+        self._text = b""
+
+    def text(self) -> bytes:
+        """The collectors' text, read now if the last reading began ``ttl`` seconds ago."""
+        with self._lock:
+            now = time.monotonic()
+            if now - self._read_at >= self.ttl:
+                self._read_at = now  # from its start: a slow reading is not followed at once
+                self._text = generate_latest(self._registry)
+            return self._text
+
+
+def render(kept: Kept | None = None) -> tuple[bytes, str]:
     """The ``/metrics`` body and its content type (every worker's numbers in multiprocess mode),
-    then what the ``collected`` collectors read at this scrape (the same in every process)."""
+    then ``kept``'s text."""
     multiproc_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if multiproc_dir:
         from prometheus_client import multiprocess
@@ -105,11 +134,8 @@ def render(*collected: Collector) -> tuple[bytes, str]:
         body = generate_latest(registry)
     else:
         body = generate_latest()
-    if collected:
-        now = CollectorRegistry()
-        for collector in collected:
-            now.register(collector)
-        body += generate_latest(now)
+    if kept is not None:
+        body += kept.text()
     return body, CONTENT_TYPE_LATEST
 
 

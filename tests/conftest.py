@@ -55,6 +55,7 @@ if _WORKER.startswith("gw"):
 JWT_SECRET = "test-jwt-secret-0123456789abcdef0123456789"
 URL_KEY = "test-url-key-0123456789abcdef0123456789abcd"
 ADMIN_TOKEN = "test-admin-token-0123456789"
+METRICS_TOKEN = "test-metrics-token-0123456789"  # SECKILL_METRICS_TOKEN: scrapes only
 
 
 def iso(delta_seconds: float) -> str:
@@ -87,6 +88,7 @@ def gateway_env(
         "SECKILL_SECRET_KEY": URL_KEY,
         "SECKILL_JWT_SECRET": JWT_SECRET,
         "SECKILL_ADMIN_TOKEN": ADMIN_TOKEN,
+        "SECKILL_METRICS_TOKEN": METRICS_TOKEN,
         "SECKILL_KEY_PREFIX": prefix,
         "SECKILL_DATA_DIR": str(data_dir),
         "SECKILL_USER_RATE": user_rate,
@@ -190,6 +192,7 @@ def user_headers(uid: str, secret: str = JWT_SECRET, ttl: int = 600) -> dict[str
 
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+METRICS = {"Authorization": f"Bearer {METRICS_TOKEN}"}  # what Prometheus sends
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ from collections.abc import Callable
 
 from flask import Flask
 
-from tests.conftest import ADMIN, create_activity, expect, user_headers
+from tests.conftest import ADMIN, METRICS, create_activity, expect, user_headers
 
 
 def _failures(client) -> float:
-    text = client.get("/metrics").get_data(as_text=True)
+    text = client.get("/metrics", headers=METRICS).get_data(as_text=True)
     for line in text.splitlines():
         if line.startswith("seckill_ratelimit_failures_total "):
             return float(line.split()[1])

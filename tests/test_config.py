@@ -83,22 +83,32 @@ def test_development_generates_secrets_and_says_so(capsys, tmp_path):
     env = {"SECKILL_ENV": "development", "SECKILL_DATA_DIR": str(tmp_path)}
     first = Settings.from_env(env)
     second = Settings.from_env(env)
-    assert set(first.generated) == set(SECRET_VARS)
+    # The scraper's token too (optional in production: the operator token opens /metrics).
+    assert set(first.generated) == {*SECRET_VARS, "SECKILL_METRICS_TOKEN"}
+    assert first.metrics_token and first.metrics_token != first.admin_token
     for value in (first.jwt_secret, first.admin_token, *first.secret_keys):
         assert len(value.encode()) >= MIN_KEY_BYTES
     assert first.jwt_secret != first.admin_token
     assert first.jwt_secret != second.jwt_secret  # random, not a hidden default
     first.announce_generated()
     printed = capsys.readouterr().err
-    for name in SECRET_VARS:
+    for name in first.generated:
         assert f"{name}={first.secret_for(name)}" in printed
+
+
+def test_the_metrics_token_is_optional_in_production():
+    # Unset, only the operator token opens /metrics; production still starts.
+    assert Settings.from_env(production()).metrics_token is None
+    assert Settings.from_env(production(SECKILL_METRICS_TOKEN=" scrape ")).metrics_token \
+        == "scrape"
 
 
 def test_development_keeps_the_secrets_it_is_given(capsys):
     env = {"SECKILL_ENV": "development", "SECKILL_JWT_SECRET": JWT_SECRET}
     settings = Settings.from_env(env)
     assert settings.jwt_secret == JWT_SECRET
-    assert set(settings.generated) == {"SECKILL_SECRET_KEY", "SECKILL_ADMIN_TOKEN"}
+    assert set(settings.generated) == {"SECKILL_SECRET_KEY", "SECKILL_ADMIN_TOKEN",
+                                       "SECKILL_METRICS_TOKEN"}
     settings.announce_generated()
     assert JWT_SECRET not in capsys.readouterr().err
 

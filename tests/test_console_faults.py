@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.conftest import ADMIN, ADMIN_TOKEN, create_activity, expect, iso
+from tests.conftest import ADMIN, ADMIN_TOKEN, METRICS, create_activity, expect, iso
 from tests.fault_front import PURCHASE, FaultFront, fault_front
 from tests.screenshots import shoot
 from tests.test_cli import call
@@ -61,7 +61,7 @@ def test_with_redis_stopped_the_state_says_stale_and_keeps_the_last_numbers(
     assert state["redis_nodes"][0]["ok"] is False
     assert "ConnectionError" in state["stale_reason"], state["stale_reason"]
     # /metrics does not pass the old numbers off as current.
-    metrics = client.get("/metrics").get_data(as_text=True)
+    metrics = client.get("/metrics", headers=METRICS).get_data(as_text=True)
     assert "seckill_redis_up 0.0" in metrics
     assert f'seckill_activity_sold{{activity="{aid}"}}' not in metrics
 

@@ -10,7 +10,7 @@ import pytest
 
 from seckill.ops.ports import free_listen_port
 from seckill.web.errors import MAX_BODY
-from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect, user_headers
+from tests.conftest import ADMIN, BOTH_BACKENDS, METRICS, buy, expect, user_headers
 
 # On one server and on a cluster, as the rest of the contract.
 pytestmark = BOTH_BACKENDS
@@ -151,7 +151,7 @@ def _sample(text: str, name: str, **labels: str) -> float:
 
 
 def test_metrics(client, make_activity):
-    first = client.get("/metrics")
+    first = client.get("/metrics", headers=METRICS)
     assert first.status_code == 200
     assert first.mimetype == "text/plain"
     before = _sample(first.get_data(as_text=True), "seckill_requests_total",
@@ -161,7 +161,7 @@ def test_metrics(client, make_activity):
         client.get("/seckill/time")
     expect(buy(client, activity["id"], "alice"), 200)
     expect(buy(client, activity["id"], "alice"), 409, "already_purchased")
-    text = client.get("/metrics").get_data(as_text=True)
+    text = client.get("/metrics", headers=METRICS).get_data(as_text=True)
     assert "seckill_requests_total" in text
     after = _sample(text, "seckill_requests_total", endpoint="user.time_now", outcome="ok")
     assert after == before + 3

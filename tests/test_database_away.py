@@ -19,7 +19,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.conftest import ADMIN, buy, create_activity, user_headers
+from tests.conftest import ADMIN, METRICS, buy, create_activity, user_headers
 from tests.database_faults import DatabaseRelay, SqliteWriteLock, is_sqlite
 
 TIMEOUT = 1.0  # SECKILL_DATABASE_TIMEOUT of the gateway under test
@@ -110,7 +110,7 @@ def check_routes(client: FlaskClient, sale: dict[str, str]) -> None:
                json={"id": f"a{uuid.uuid4().hex[:10]}", "name": "x", "total": 1,
                      "starts_at": "2030-01-01T00:00:00Z", "ends_at": "2030-01-02T00:00:00Z"})
     # /metrics keeps serving the sale's own numbers (Redis) without the database's.
-    check_away(client, "GET", "/metrics", allowed=(200,))
+    check_away(client, "GET", "/metrics", allowed=(200,), headers=METRICS)
     check_health(client)
     # The console says so (this process alone: no SECKILL_INSTANCES).
     state = check_away(client, "GET", "/admin/console/state", headers=ADMIN, allowed=(200,))

@@ -15,7 +15,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from seckill.ops.nginx_metrics import NginxCollector
-from tests.conftest import ADMIN, buy, create_activity, iso
+from seckill.ops.scrape_token import TOKEN_FILE
+from tests.conftest import ADMIN, METRICS, buy, create_activity, iso
 from tests.servers import require
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
@@ -58,7 +59,7 @@ def test_every_metric_named_in_deploy_is_exported(client, tmp_path):
     queued = create_activity(client, admission="queue", queue_opens_at=iso(-1),
                              starts_at=iso(60))["id"]
     client.post(f"/admin/activities/{queued}/pause", headers=ADMIN)
-    names = exported_names(client.get("/metrics").get_data(as_text=True))
+    names = exported_names(client.get("/metrics", headers=METRICS).get_data(as_text=True))
     log = tmp_path / "access.log"
     log.write_text('2026-11-24T20:55:59+00:00 nginx.access INFO 127.0.0.1 "GET / HTTP/1.1" '
                    "429 88 0.000s outcome=- upstream=-\n")
@@ -71,11 +72,20 @@ def test_every_metric_named_in_deploy_is_exported(client, tmp_path):
     assert len(used) >= 15
 
 
-def test_promtool_accepts_the_rules_and_the_config():
+def test_promtool_accepts_the_rules_and_the_config(tmp_path):
     promtool = require(shutil.which("promtool"), "promtool",
                        "sudo apt-get install -y --no-install-recommends prometheus")
+    # The gateway's job sends the token `seckill up` writes into its data folder (promtool
+    # wants the file to exist): a copy of deploy/ beside a data folder that has one.
+    jobs = {job["job_name"]: job for job in
+            yaml.safe_load((DEPLOY / "prometheus.yml").read_text())["scrape_configs"]}
+    assert jobs["seckill-gateway"]["authorization"]["credentials_file"] \
+        == f"../.seckill-data/{TOKEN_FILE}"
+    shutil.copytree(DEPLOY, tmp_path / "deploy")
+    (tmp_path / ".seckill-data").mkdir()
+    (tmp_path / ".seckill-data" / TOKEN_FILE).write_text("a-token\n")
     for command in (["check", "rules", "prometheus-alerts.yml"],
                     ["check", "config", "prometheus.yml"]):
-        checked = subprocess.run([promtool, *command], cwd=DEPLOY, capture_output=True,
-                                 text=True, timeout=60, check=False)
+        checked = subprocess.run([promtool, *command], cwd=tmp_path / "deploy",
+                                 capture_output=True, text=True, timeout=60, check=False)
         assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.conftest import (
     ADMIN,
     BOTH_BACKENDS,
+    METRICS,
     activity_stats,
     buy,
     create_activity,
@@ -22,7 +23,7 @@ from tests.conftest import (
 
 def scrape(client: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Every sample of ``GET /metrics``: (name, sorted labels) -> value."""
-    response = client.get("/metrics")
+    response = client.get("/metrics", headers=METRICS)
     assert response.status_code == 200
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for family in text_string_to_metric_families(response.get_data(as_text=True))

@@ -310,8 +310,12 @@ def test_admin_is_refused_on_the_public_listener_and_served_on_the_admin_one(
         made = call(http, "POST", f"{proxy.admin_base}/admin/activities", json_admin, body)
         assert made.status == 201, made.body
         assert made.headers["X-Seckill-Instance"] in instances.names
-        metrics = http.request("GET", f"{proxy.admin_base}/metrics", timeout=TIMEOUT)
+        metrics = http.request("GET", f"{proxy.admin_base}/metrics", headers=ADMIN,
+                               timeout=TIMEOUT)
         assert metrics.status == 200 and b"seckill_requests_total" in metrics.data
+        # A token there too: the operator listener is loopback, not the operator.
+        expect_json_error(call(http, "GET", f"{proxy.admin_base}/metrics"), 401,
+                          "unauthenticated")
         # The operator token is still required there.
         unauth = call(http, "POST", f"{proxy.admin_base}/admin/activities",
                       {"Content-Type": "application/json"}, body)

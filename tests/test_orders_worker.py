@@ -24,7 +24,7 @@ from seckill.config import Settings
 from seckill.domain.orders import OrderRow
 from seckill.store.plumbing.keys import KeySpace
 from seckill.worker.orders import GROUP
-from tests.conftest import BOTH_BACKENDS, activity_stats, buy, order_status
+from tests.conftest import BOTH_BACKENDS, METRICS, activity_stats, buy, order_status
 from tests.faults import (
     DatabaseOutage,
     OrderCounter,
@@ -62,7 +62,7 @@ def consumer_names(rds: redis.Redis, stream: str) -> set[str]:
 
 
 def _dead_lettered_metric(client: FlaskClient) -> float:
-    text = client.get("/metrics").get_data(as_text=True)
+    text = client.get("/metrics", headers=METRICS).get_data(as_text=True)
     found = re.search(r"^seckill_orders_dead_lettered_total (\S+)$", text, re.MULTILINE)
     assert found, "seckill_orders_dead_lettered_total is missing from /metrics"
     return float(found.group(1))

@@ -13,7 +13,7 @@ from prometheus_client import REGISTRY
 import edge
 from edge.identity import mint_user_token
 from seckill.web import hot
-from tests.conftest import JWT_SECRET, create_activity, expect, user_headers
+from tests.conftest import JWT_SECRET, METRICS, create_activity, expect, user_headers
 
 
 @pytest.fixture
@@ -128,7 +128,7 @@ def test_fails_open_when_its_redis_is_gone(make_app, private_valkey):
     # decision at all, and it fails closed.
     expect(client.post(url, headers=headers), 503, "unavailable")
     assert failures() == before + 1
-    metrics = client.get("/metrics").get_data(as_text=True)
+    metrics = client.get("/metrics", headers=METRICS).get_data(as_text=True)
     assert "seckill_ratelimit_failures_total" in metrics
 
 

@@ -10,6 +10,8 @@ it, in-process (the wire's: ``tests/test_red_team_wire.py``):
 * a user token may live at most ``SECKILL_JWT_MAX_TTL`` seconds;
 * a provider's payment of 0 for a priced order does not pay it;
 * no path or query (hypothesis) makes a 500;
+* a flood of scrapes of ``/metrics`` reads the sale's numbers (Redis), the webhooks' (the
+  database) and the storage at most once a second per process, however many scrapers;
 * a copy of the database (``seckill.db``) gives away no webhook secret, person salt or seed.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 import uuid
 from datetime import UTC, datetime
@@ -26,6 +29,7 @@ from urllib.parse import quote, unquote_to_bytes
 
 import jwt
 import pytest
+import redis
 import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
@@ -34,10 +38,12 @@ from hypothesis import strategies as st
 from standardwebhooks.webhooks import Webhook
 
 from seckill.config import Settings
+from seckill.ops.embedded import EmbeddedValkey
 from tests.admission_helpers import join, poll, queued_activity, wait_for_start
 from tests.conftest import (
     ADMIN,
     JWT_SECRET,
+    METRICS,
     buy,
     create_activity,
     expect,
@@ -418,6 +424,48 @@ def test_a_payment_of_0_for_a_priced_order_does_not_pay_it(make_app: Any,
     answer = expect(client.post("/payments/webhook", data=body, headers=headers), 200)
     assert (answer["status"], answer["amount"]) == ("payment_mismatch", 49_999)
     assert order_status(client, aid, "mallory")["payment"] == "due"
+
+
+def test_a_scrape_flood_reads_the_store_at_most_once_a_second(
+        make_app: Any, private_valkey: EmbeddedValkey) -> None:
+    app = make_app(REDIS_URL=private_valkey.url)  # a Valkey of its own: its commands counted
+    client = app.test_client()
+    for _ in range(3):
+        create_activity(client, total=5)
+    statements: list[str] = []
+    sa.event.listen(app.extensions["seckill"].engine, "before_cursor_execute",
+                    lambda _conn, _cursor, statement, *_: statements.append(statement))
+    store = redis.Redis.from_url(private_valkey.url)
+
+    def counted(scrapers: int, each: int) -> tuple[int, int, float]:
+        """Redis commands and SQL statements of ``scrapers`` threads scraping ``each`` times,
+        and the seconds they took."""
+        store.config_resetstat()
+        statements.clear()
+        started = time.monotonic()
+
+        def scrape() -> None:
+            own = app.test_client()
+            for _ in range(each):
+                assert own.get("/metrics", headers=METRICS).status_code == 200
+
+        threads = [threading.Thread(target=scrape) for _ in range(scrapers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        took = time.monotonic() - started
+        commands = sum(int(stat["calls"]) for stat in store.info("commandstats").values())
+        return commands, len(statements), took
+
+    time.sleep(1.1)
+    one_commands, one_statements, _ = counted(1, 1)  # one scrape: every read, once
+    assert one_commands > 0 and one_statements > 0
+    commands, sql, took = counted(8, 8)  # 64 scrapes at once, right after that one
+    rounds = int(took) + 1  # the readings a second's cache allows in that time
+    assert commands <= rounds * one_commands, (commands, one_commands, took)
+    assert sql <= rounds * one_statements, (sql, one_statements, took)
+    store.close()
 
 
 def test_a_copy_of_seckill_db_reveals_no_webhook_secret_salt_or_seed(

@@ -4,7 +4,9 @@ real gunicorn (no nginx in front, a deployment the README documents).
 * a chunked body over 4 KiB is a 413 ``too_large`` on every route, as with a Content-Length
   (it answered 401 on ``/seckill/url``, 200 on ``/seckill/time``, 201 on admin create);
 * a doubled slash is a JSON 404 with no ``Location`` built from the client's ``Host``;
-* ``POST /seckill/<aid>/%C2%B2.abc.def/buy`` is a 403, not a 500.
+* ``POST /seckill/<aid>/%C2%B2.abc.def/buy`` is a 403, not a 500;
+* ``GET /metrics`` on gunicorn alone (``seckill up --no-nginx``) answered every activity's
+  numbers to anyone: it now wants the metrics token or the operator token (a 401 without).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import orjson
 import pytest
 
 from seckill.ops.embedded import EmbeddedValkey
-from tests.conftest import ADMIN_TOKEN, gateway_env, iso
+from tests.conftest import ADMIN_TOKEN, METRICS_TOKEN, gateway_env, iso
 from tests.servers import gunicorn_server
 from tests.test_http_wire import ADMIN_JSON, Answer, bearer, chunked, exchange, request
 
@@ -114,3 +116,29 @@ def test_a_malformed_chunked_body_is_400_where_it_is_read(base: str, chunks: byt
         b"\r\n\r\n", b"\r\nTransfer-Encoding: chunked\r\n\r\n", 1)
     answer = exchange(base, head + chunks, half_close=True)
     answer.json_error(400, "bad_request")
+
+
+@pytest.mark.parametrize("authorization", [
+    None, "", "Bearer", "Bearer wrong-token", "Basic " + "YWRtaW46YWRtaW4=",
+    f"Bearer {METRICS_TOKEN}x", f"Bearer {ADMIN_TOKEN[:-1]}", "user",
+])
+def test_metrics_without_a_token_reveals_nothing(base: str, authorization: str | None) -> None:
+    aid = sale(base)  # an activity whose numbers a scrape would list
+    headers = bearer("mallory") if authorization == "user" else (
+        {} if authorization is None else {"Authorization": authorization})
+    answer = exchange(base, request("GET", "/metrics", headers))
+    answer.json_error(401, "unauthenticated")
+    assert b"seckill_" not in answer.raw and aid.encode() not in answer.raw, answer.raw
+
+
+def test_metrics_answer_the_metrics_token_and_the_operator_token(base: str) -> None:
+    aid = sale(base)
+    for token in (METRICS_TOKEN, ADMIN_TOKEN):
+        answer = exchange(base, request("GET", "/metrics", {"Authorization": f"Bearer {token}"}))
+        assert answer.status == 200, answer.raw[:600]
+        assert f'seckill_activity_remaining{{activity="{aid}"}}'.encode() in answer.raw or \
+            b"seckill_requests_total" in answer.raw, answer.raw[:600]
+    # The scrape-only token opens nothing else.
+    refused = exchange(base, request("GET", "/admin/activities",
+                                     {"Authorization": f"Bearer {METRICS_TOKEN}"}))
+    refused.json_error(401, "unauthenticated")

@@ -31,7 +31,7 @@ import pytest
 
 from edge.identity import mint_user_token
 from seckill.ops.embedded import EmbeddedValkey
-from tests.conftest import ADMIN_TOKEN, JWT_SECRET, gateway_env, iso
+from tests.conftest import ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, gateway_env, iso
 from tests.schemathesis_hooks import LEVER_TARGET
 from tests.servers import REPO_ROOT, gunicorn_server
 
@@ -176,6 +176,7 @@ def config(base: str, seeded: Seeded | None) -> dict[str, Any]:
         "auth": {"openapi": {
             "userToken": {"bearer": mint_user_token(FUZZER, JWT_SECRET, 3600)},
             "operatorToken": {"bearer": ADMIN_TOKEN},
+            "metricsToken": {"bearer": METRICS_TOKEN},
         }},
         "generation": {"max-examples": MAX_EXAMPLES, "database": "none"},
         "checks": {

@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from seckill.sql.schema import ensure_schema
 from seckill.webhooks.options import DispatchOptions
 from seckill.webhooks.run import run_dispatcher
+from tests.conftest import METRICS
 from tests.faults import wait_until
 from tests.webhook_receiver import (
     Clock,
@@ -25,7 +26,7 @@ from tests.webhook_receiver import (
 
 
 def scrape(client: FlaskClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    text = client.get("/metrics").get_data(as_text=True)
+    text = client.get("/metrics", headers=METRICS).get_data(as_text=True)
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for family in text_string_to_metric_families(text)
             if family.name.startswith("seckill_webhook") for s in family.samples}
@@ -45,6 +46,7 @@ def test_metrics_show_outcomes_backlog_and_oldest(app: Flask, client: FlaskClien
         add_endpoint(engine, bad.url, bad_secret, endpoint_id="ep_bad")
         add_order_events(engine, [("order.created", f"o{i}") for i in range(3)],
                          int(time.time() * 1000) - 30_000)
+        time.sleep(1.1)  # a scrape's reads of the database are kept a second
         before = scrape(client)  # not fanned out yet: no backlog, but 30 s old
         assert before[("seckill_webhook_backlog", ())] == 0
         assert before[("seckill_webhook_oldest_undelivered_seconds", ())] >= 30

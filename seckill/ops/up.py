@@ -52,6 +52,7 @@ from seckill.ops.cluster import up_cluster
 from seckill.ops.nginx import command as nginx_command
 from seckill.ops.nginx import nginx_binary
 from seckill.ops.ports import backend_ports
+from seckill.ops.scrape_token import scrape_token, write_token_file
 from seckill.ops.secret_commands import seal_at_start
 from seckill.ops.supervisor import COMPONENT, ChildSpec, http_ready, log
 
@@ -190,7 +191,8 @@ def try_it(
     exports.append(f"SECKILL_DATA_DIR={shlex.quote(str(settings.data_dir))}")
     if settings.development:
         exports.append("SECKILL_ENV=development")
-        exports += [f"{name}={shlex.quote(settings.secret_for(name))}" for name in SECRET_VARS]
+        exports += [f"{name}={shlex.quote(settings.secret_for(name))}"
+                    for name in (*SECRET_VARS, "SECKILL_METRICS_TOKEN")]
     lines = ["Try it, in another terminal:"]
     if exports:
         lines.append("  export " + " ".join(exports))
@@ -279,6 +281,10 @@ def run(args: argparse.Namespace) -> int:
         # Secrets made up once, here, so that every worker of every instance agrees on them.
         env = {**environ, "SECKILL_ENV": settings.env, "SECKILL_DATA_DIR": str(data_dir)}
         env.update({name: settings.secret_for(name) for name in SECRET_VARS})
+        # The scraper's token (/metrics), the same for every instance; Prometheus reads it
+        # from a file of the data folder (seckill.ops.scrape_token).
+        env["SECKILL_METRICS_TOKEN"] = scrape_token(settings)
+        token_file = write_token_file(data_dir, env["SECKILL_METRICS_TOKEN"])
         specs: list[ChildSpec] = []
 
         embedded_url: str | None = None
@@ -364,6 +370,7 @@ def run(args: argparse.Namespace) -> int:
                 f"  Instances: {instances}\n"
                 f"  nginx:     {conf} (error log in {run_dir})\n"
             )
+        where += f"  Scraper:   /metrics wants Authorization: Bearer <the token in {token_file}>\n"
         if access_log is not None:
             where += f"  Access log: {access_log}\n"
 

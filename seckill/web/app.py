@@ -62,7 +62,8 @@ def create_app(config: Settings | Mapping[str, str] | None = None) -> Flask:
     chain.init_app(app)
     signer = PurchaseUrlSigner(settings.secret_keys, settings.url_ttl, settings.clock_skew)
     Identity(settings.jwt_secret, settings.admin_token, settings.clock_skew,
-             settings.jwt_max_ttl, settings.person_claim, settings.person_canon).init_app(app)
+             settings.jwt_max_ttl, settings.person_claim, settings.person_canon,
+             settings.metrics_token).init_app(app)
     NotBlocked(services.blocks).init_app(app)  # needs the user (and person); no Redis
     SaleWindow(services.sale).init_app(app)
     SoldOutFlag(services.sale).init_app(app)
