@@ -16,6 +16,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from limits import parse_many
 
@@ -29,6 +30,29 @@ SECRET_VARS = ("SECKILL_SECRET_KEY", "SECKILL_JWT_SECRET", "SECKILL_ADMIN_TOKEN"
 # The gateway's and the worker's Redis when REDIS_URL is not set. The operator's commands never
 # use it: they take the running `seckill up`'s (seckill/ops/command_store.py) or refuse.
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password, if any, replaced by ``***`` (each node's, in a cluster's
+    comma-separated list): how a URL is written in a log line, an error or a file."""
+    if "," in url:
+        return ",".join(redact_url(part) for part in url.split(","))
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return urlunsplit(parts._replace(netloc=_netloc(parts, "***")))
+
+
+def with_password(url: str, password: str) -> str:
+    """``url`` (each node's, in a cluster's comma-separated list) with ``password`` in it."""
+    return ",".join(urlunsplit(parts._replace(netloc=_netloc(parts, password)))
+                    for parts in map(urlsplit, url.split(",")))
+
+
+def _netloc(parts: SplitResult, password: str) -> str:
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.username or ''}:{password}@{host}" + (f":{parts.port}" if parts.port else "")
 
 
 def data_dir_from(env: Mapping[str, str]) -> Path:

@@ -337,7 +337,9 @@ def test_up_serves_a_purchase_restarts_a_dead_child_and_stops_clean(tmp_path: Pa
         assert up_file.stat().st_mode & 0o777 == 0o600
         found = json.loads(up_file.read_text())
         assert found["pid"] == up.pid
-        assert found["redis_url"].startswith("redis://127.0.0.1:")
+        # The embedded Valkey's password is not in it: the CLI reads it from the data folder.
+        assert found["redis_url"].startswith("redis://:***@127.0.0.1:")
+        assert found["embedded"] is True
         assert found["database_url"] == f"sqlite:///{tmp_path / 'data' / 'seckill.db'}"
         shown = seckill("activity", "show", "up-phone",
                         env={"SECKILL_DATA_DIR": str(tmp_path / "data")})

@@ -6,21 +6,35 @@ real gunicorn (no nginx in front, a deployment the README documents).
 * a doubled slash is a JSON 404 with no ``Location`` built from the client's ``Host``;
 * ``POST /seckill/<aid>/%C2%B2.abc.def/buy`` is a 403, not a 500;
 * ``GET /metrics`` on gunicorn alone (``seckill up --no-nginx``) answered every activity's
-  numbers to anyone: it now wants the metrics token or the operator token (a 401 without).
+  numbers to anyone: it now wants the metrics token or the operator token (a 401 without);
+* a local process without the password of ``seckill up``'s Valkey can neither read nor
+  rewrite stock, and its data folder is private whatever the umask.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import re
+import subprocess
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import orjson
+import psutil
 import pytest
+import redis
 
+from edge.identity import mint_user_token
 from seckill.ops.embedded import EmbeddedValkey
-from tests.conftest import ADMIN_TOKEN, METRICS_TOKEN, gateway_env, iso
+from tests.conftest import ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, gateway_env, iso
 from tests.servers import gunicorn_server
+from tests.test_cli import call, seckill, seckill_up, stop_and_check_nothing_is_left
 from tests.test_http_wire import ADMIN_JSON, Answer, bearer, chunked, exchange, request
+from tests.upstack import up_env
 
 BIG = b'{"quantity":1}' + b" " * 6000  # valid JSON, over 4 KiB
 
@@ -142,3 +156,91 @@ def test_metrics_answer_the_metrics_token_and_the_operator_token(base: str) -> N
     refused = exchange(base, request("GET", "/admin/activities",
                                      {"Authorization": f"Bearer {METRICS_TOKEN}"}))
     refused.json_error(401, "unauthenticated")
+
+
+# -- `seckill up`'s own store: a password, private files, no secret in a log ---------------
+
+
+def _private(data: Path) -> list[str]:
+    """What under ``data`` (itself included) another account could read, enter or write."""
+    return [f"{path} {path.stat().st_mode & 0o777:o}"
+            for path in [data, *data.rglob("*")]
+            if not path.is_symlink() and path.stat().st_mode & 0o077]
+
+
+def _in_use(up: subprocess.Popen[bytes], port: int, log: Path, seen: list[psutil.Process],
+            data: Path) -> str:
+    """A sale on the running up, the attempts of a stranger and of the owner; stops up and
+    returns the password it printed."""
+    url = re.search(r"export REDIS_URL=(\S+)", log.read_text())
+    assert url is not None, log.read_text()
+    parts = urlsplit(url.group(1))
+    password = parts.password
+    assert password is not None and len(password) >= 32, url.group(1)
+
+    admin = ADMIN_TOKEN
+    body = {"id": "locked", "name": "Phone", "total": 10, "starts_at": iso(-5),
+            "ends_at": iso(600)}
+    assert call(port, "POST", "/admin/activities", admin, body)[0] == 201
+    token = mint_user_token("alice", JWT_SECRET)
+    status, issued = call(port, "GET", "/seckill/url?activity=locked", token)
+    assert status == 200, issued
+    assert call(port, "POST", issued["url"], token)[0] == 200
+
+    meta = "seckill:{locked}:meta"
+    assert parts.hostname is not None and parts.port is not None
+    stranger = redis.Redis(host=parts.hostname, port=parts.port, decode_responses=True,
+                           socket_timeout=2)
+    with contextlib.closing(stranger):
+        for attempt in (lambda: stranger.hset(meta, "remaining", 1_000_000),
+                        lambda: stranger.hgetall(meta), lambda: stranger.flushall(),
+                        lambda: stranger.config_set("requirepass", "")):
+            with pytest.raises(redis.AuthenticationError):
+                attempt()
+        with pytest.raises(redis.AuthenticationError):
+            stranger.execute_command("AUTH", "default", "not-the-password")
+    for child in psutil.Process(up.pid).children(recursive=True):  # `ps` shows every account
+        with contextlib.suppress(psutil.Error):
+            assert password not in " ".join(child.cmdline()), child.cmdline()
+    owner = redis.Redis.from_url(url.group(1), decode_responses=True, socket_timeout=2)
+    with contextlib.closing(owner):
+        assert owner.hget(meta, "total") == "10"
+    # The operator's commands still find the store through the data folder alone.
+    shown = seckill("activity", "show", "locked", env={"SECKILL_DATA_DIR": str(data)})
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["remaining"] == 9
+
+    assert (data / "seckill.db-wal").exists() or (data / "seckill.db").stat().st_size
+    assert _private(data) == []
+    stop_and_check_nothing_is_left(up, log, seen)
+    return password
+
+
+def test_a_local_process_without_the_password_cannot_rewrite_stock(tmp_path: Path) -> None:
+    """``seckill up``'s embedded Valkey asks for the password it printed: another local process
+    (any account can reach 127.0.0.1) can neither read nor rewrite a stock counter. Under
+    umask 022, over a folder an earlier run left open, the data folder ends 0700 and every
+    file in it 0600; the password is in no log line but the one that prints REDIS_URL."""
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)
+    (data / "seckill.db").touch(mode=0o644)  # an earlier run's database, left readable
+    data.chmod(0o755)
+    (data / "seckill.db").chmod(0o644)
+    before = os.umask(0o022)  # up and its children inherit it
+    try:
+        with seckill_up(tmp_path, up_env(data, SECKILL_USER_RATE="1000/second"),
+                        "--workers", "1", "--no-nginx") as (up, port, log, seen):
+            password = _in_use(up, port, log, seen, data)
+    finally:
+        os.umask(before)
+    assert _private(data) == []
+
+    # The password: once in up's output (the REDIS_URL it prints for the operator), in no
+    # log file, in no other file of the data folder but the one that keeps it.
+    said = log.read_text()
+    assert said.count(password) == 1, said
+    assert next(line for line in said.splitlines() if password in line).startswith(
+        "  export REDIS_URL=")
+    holders = sorted(str(path.relative_to(data)) for path in data.rglob("*")
+                     if path.is_file() and password.encode() in path.read_bytes())
+    assert holders == ["valkey.password", "valkey/auth.conf"], holders

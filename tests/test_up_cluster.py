@@ -15,9 +15,11 @@ from pathlib import Path
 
 import psutil
 import pytest
+import redis
 from redis.cluster import RedisCluster
 
 from seckill.ops.cluster import CLUSTER_SLOTS, EmbeddedCluster
+from seckill.ops.embedded import read_password
 from seckill.ops.ports import free_listen_port
 from tests.conftest import ADMIN_TOKEN, JWT_SECRET, URL_KEY
 from tests.test_cli import (
@@ -130,11 +132,17 @@ def test_up_runs_a_cluster_restarts_a_killed_node_stops_every_node_and_comes_bac
         assert sorted(nodes) == sorted(int(p.name.removeprefix("node-"))
                                        for p in (data / "cluster").iterdir())
 
-        # The cluster as up left it: CLUSTER INFO ok on every node, 3 masters and 3 replicas,
-        # AOF always, each node's data in <data>/cluster/node-<port>.
-        view = EmbeddedCluster(data / "cluster", masters=3, replicas=1)
+        # The cluster as up left it: CLUSTER INFO ok on every node, 3 masters and 3 replicas
+        # (each linked to its master with the password), AOF always, each node's data in
+        # <data>/cluster/node-<port>; every node refuses a client without the password.
+        password = read_password(data)
+        assert password is not None and password in printed_redis_url(log)
+        view = EmbeddedCluster(data / "cluster", masters=3, replicas=1, password=password)
         assert sorted(view.ports) == sorted(nodes)
         for port in view.ports:
+            with (contextlib.closing(redis.Redis(port=port, socket_timeout=2)) as stranger,
+                  pytest.raises(redis.AuthenticationError)):
+                stranger.set("up-cluster:0", "rewritten")
             with contextlib.closing(view.client(port)) as conn:
                 info = conn.execute_command("CLUSTER INFO")
                 assert conn.config_get("appendfsync") == {"appendfsync": "always"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import re
 import subprocess
 import time
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import redis
 
-from seckill.config import ConfigError
+from seckill.config import ConfigError, redact_url
 from seckill.ops.embedded import EmbeddedValkey, FsyncKeeper, valkey_binary
 from seckill.ops.ports import BUS_PORT_OFFSET, bindable, free_cluster_ports
 from seckill.ops.replica_guard import durability_of, min_replicas_args
@@ -110,12 +111,14 @@ class EmbeddedCluster:
         appendfsync: str = "always",
         durability: str = "local",
         durability_timeout_ms: int = 1500,
+        password: str | None = None,
     ) -> None:
         if masters < 3 or replicas < 0:
             raise ValueError(f"3 masters or more, 0 replicas or more; not {masters}, {replicas}")
         self.data_dir = Path(data_dir).resolve()
         self.masters, self.replicas, self.host = masters, replicas, host
         self.node_timeout_ms = node_timeout_ms
+        self.password = password  # every node's (None: none asks one)
         size = masters * (1 + replicas)
         ports = node_ports(self.data_dir)
         if ports and len(ports) != size:
@@ -132,7 +135,7 @@ class EmbeddedCluster:
                                                                 durability_timeout_ms)
         self.servers = {
             port: EmbeddedValkey(self.data_dir / f"node-{port}", port=port, host=host,
-                                 appendfsync=appendfsync, extra_args=args)
+                                 appendfsync=appendfsync, extra_args=args, password=password)
             for port in self.ports
         }
 
@@ -148,8 +151,8 @@ class EmbeddedCluster:
 
     def client(self, port: int) -> redis.Redis:
         """A plain (not cluster-aware) connection to the node on ``port``; close it after."""
-        conn = redis.Redis(host=self.host, port=port, decode_responses=True,
-                           socket_timeout=2, socket_connect_timeout=2)
+        conn = redis.Redis(host=self.host, port=port, password=self.password,
+                           decode_responses=True, socket_timeout=2, socket_connect_timeout=2)
         conn.set_response_callback("CLUSTER NODES", lambda response, **_: response)
         return conn
 
@@ -163,9 +166,10 @@ class EmbeddedCluster:
         return self.running(port) or self.servers[port].process is None
 
     def prepare(self) -> None:
-        """Make every node's folder (which also records the ports chosen for this folder)."""
+        """Make every node's folder (which also records the ports chosen for this folder) and
+        its config file with the password."""
         for server in self.servers.values():
-            server.data_dir.mkdir(parents=True, exist_ok=True)
+            server.prepare()
 
     def start(self, timeout: float = 60.0) -> EmbeddedCluster:
         """Start every node, create the cluster if the folder is new, wait until it is
@@ -207,9 +211,11 @@ class EmbeddedCluster:
         argv = [cli_binary(), "--cluster", "create",
                 *(f"{self.host}:{port}" for port in self.ports),
                 "--cluster-replicas", str(self.replicas), "--cluster-yes"]
+        # The password in the environment, not on the command line (which every account reads).
+        env = {**os.environ, **({"REDISCLI_AUTH": self.password} if self.password else {})}
         try:
             done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                                  text=True, timeout=timeout, check=False)
+                                  text=True, timeout=timeout, check=False, env=env)
         except subprocess.TimeoutExpired:
             raise ClusterError(f"valkey-cli --cluster create took over {timeout:.0f}s") from None
         if done.returncode != 0:
@@ -349,16 +355,18 @@ class EmbeddedCluster:
 
 
 def up_cluster(
-    data_dir: Path, masters: int, replicas: int, env: dict[str, str]
+    data_dir: Path, masters: int, replicas: int, env: dict[str, str],
+    password: str | None = None,
 ) -> tuple[str, str, list[ChildSpec]]:
     """``seckill up --redis-nodes``: the cluster's REDIS_URL, its line for the banner, and its
     nodes as supervised children (``valkey-<port>``), each ready once it answers
     PING; the last one, at its first start, also forms the cluster and waits until it is
-    healthy. ConfigError if the folder holds another cluster or a port is taken."""
+    healthy. Every node asks ``password``, if any. ConfigError if the folder holds another
+    cluster or a port is taken."""
     durability, timeout_ms = durability_of(env, replicas)
     try:
         cluster = EmbeddedCluster(data_dir, masters, replicas, durability=durability,
-                                  durability_timeout_ms=timeout_ms)
+                                  durability_timeout_ms=timeout_ms, password=password)
     except ClusterError as exc:
         raise ConfigError(str(exc)) from None
     for port in cluster.ports:
@@ -387,6 +395,6 @@ def up_cluster(
     # Every node, comma-separated: a process that starts while one node is away (a master
     # frozen or restarting) reads the slot map from the next.
     url = ",".join(cluster.urls)
-    note = (f"{url} (embedded Valkey Cluster: {masters} masters, {replicas} replica(s) "
+    note = (f"{redact_url(url)} (embedded Valkey Cluster: {masters} masters, {replicas} replica(s) "
             f"each, {len(specs)} nodes; AOF on, data in {cluster.data_dir})")
     return url, note, specs

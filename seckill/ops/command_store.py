@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from seckill import config
-from seckill.config import ConfigError, Settings, data_dir_from
+from seckill.config import ConfigError, Settings, data_dir_from, with_password
 from seckill.domain import errors
+from seckill.ops.embedded import read_password
 from seckill.ops.up import UP_FILE, find_running_up, redact_url
 
 if TYPE_CHECKING:
@@ -83,12 +84,15 @@ def _from_running_up(env: dict[str, str]) -> dict[str, str]:
     for name, value in (("REDIS_URL", running.redis_url), ("DATABASE_URL", running.database_url),
                         ("SECKILL_KEY_PREFIX", running.key_prefix)):
         own = env.get(name)
+        password = read_password(data_dir) if name == "REDIS_URL" and running.embedded else None
         if own:
             if redact_url(own) != value:
                 raise ConfigError(
                     f"{name} differs from the running `seckill up`'s ({value}, in "
                     f"{running.path}); set REDIS_URL too, to use another store"
                 )
+        elif password is not None:  # the embedded Valkey's, kept in the data folder
+            taken[name] = with_password(value, password)
         elif urlsplit(value).password is not None:
             raise ConfigError(
                 f"set {name}: the running `seckill up` uses {value}, and {running.path} keeps "

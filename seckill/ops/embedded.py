@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -49,6 +50,43 @@ GROWTH_SECONDS = 10
 ROOM_AGAIN = 1.25
 # The recent peak of the AOF's growth forgets by this factor a second (half in ~20 s).
 GROWTH_DECAY = 0.97
+
+
+# In the data folder of `seckill up`: the password of the Valkey it embeds (one server or every
+# node of a cluster), made once and kept (0600) so that its nodes, a restart and the operator's
+# commands agree on it. In each server's folder: the config file that hands it to the server,
+# so that it is never on a command line (any local account can read those).
+PASSWORD_FILE = "valkey.password"
+AUTH_FILE = "auth.conf"
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``path`` (mode 0600 whatever the umask), atomically."""
+    partial = path.with_name(path.name + ".partial")
+    with contextlib.suppress(FileNotFoundError):
+        partial.unlink()
+    with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+        out.write(text)
+    os.replace(partial, path)
+
+
+def read_password(data_dir: Path) -> str | None:
+    """The embedded Valkey's password kept in ``data_dir``, or None when there is none."""
+    try:
+        return (data_dir / PASSWORD_FILE).read_text(encoding="utf-8").strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def embedded_password(data_dir: Path) -> str:
+    """The embedded Valkey's password for ``data_dir``: the one kept there, else a new one
+    made like the development secrets (``secrets.token_urlsafe(32)``, which needs no quoting
+    in a URL or a config file) and kept. To change it: stop, remove the file, start."""
+    found = read_password(data_dir)
+    if found is None:
+        found = secrets.token_urlsafe(32)
+        write_private(data_dir / PASSWORD_FILE, found + "\n")
+    return found
 
 
 def valkey_binary() -> str:
@@ -103,8 +141,10 @@ class EmbeddedValkey:
         host: str = "127.0.0.1",
         appendfsync: str = "always",
         extra_args: list[str] | None = None,
+        password: str | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
+        self.password = password  # None: the server asks none (the tests' own servers)
         self.host = host
         self.port = port or free_port(host)
         self.appendfsync = appendfsync
@@ -113,8 +153,23 @@ class EmbeddedValkey:
 
     @property
     def url(self) -> str:
-        """The server's ``redis://`` URL (database 0)."""
-        return f"redis://{self.host}:{self.port}/0"
+        """The server's ``redis://`` URL (database 0), with its password if it has one."""
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}{self.host}:{self.port}/0"
+
+    @property
+    def auth_file(self) -> Path:
+        """The config file that gives the server its password (:meth:`prepare` writes it)."""
+        return self.data_dir / AUTH_FILE
+
+    def prepare(self) -> None:
+        """Make the server's folder (0700) and, if it has a password, its config file
+        (0600): ``requirepass`` for its clients, ``masterauth`` for a replica's link to its
+        master (every node of a cluster has the same password)."""
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self.password:
+            write_private(self.auth_file, f"requirepass {self.password}\n"
+                                          f"masterauth {self.password}\n")
 
     @property
     def logfile(self) -> Path:
@@ -129,9 +184,11 @@ class EmbeddedValkey:
         return [sys.executable, "-m", "seckill.ops.embedded", *self.server_command()]
 
     def server_command(self) -> list[str]:
-        """The valkey-server command line (foreground, AOF on, no RDB snapshots)."""
+        """The valkey-server command line (foreground, AOF on, no RDB snapshots); the config
+        file with its password first, if it has one (a config file comes before options)."""
         return [
             valkey_binary(),
+            *([str(self.auth_file)] if self.password else []),
             "--port", str(self.port),
             "--bind", self.host,
             "--dir", str(self.data_dir),
@@ -148,7 +205,7 @@ class EmbeddedValkey:
     def start(self, timeout: float = 10.0) -> EmbeddedValkey:
         """Repair its AOF (no incomplete transaction), start the server and wait until it
         answers PING; returns self."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.prepare()
         argv = self.server_command()
         aof.repair_before_start(argv)  # here, so that its lines reach this process's logging
         self.process = subprocess.Popen(
@@ -166,8 +223,8 @@ class EmbeddedValkey:
         """Wait until the server answers PING; RuntimeError if it exits or takes too long."""
         deadline = time.monotonic() + timeout
         # One try per PING (no retries): whatever holds the port must answer within the second.
-        client = redis.Redis(host=self.host, port=self.port, socket_timeout=1,
-                             retry=Retry(NoBackoff(), 0))
+        client = redis.Redis(host=self.host, port=self.port, password=self.password,
+                             socket_timeout=1, retry=Retry(NoBackoff(), 0))
         try:
             while True:
                 try:

@@ -22,11 +22,11 @@ import shlex
 import shutil
 import signal
 import socket
+import stat
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from seckill import logs
 from seckill.config import (
@@ -36,6 +36,7 @@ from seckill.config import (
     environment,
     graceful_timeout,
     own_redis_url,
+    redact_url,
     webhook_dispatch,
     webhook_nice,
 )
@@ -69,19 +70,6 @@ def project_root() -> Path:
     return root
 
 
-def redact_url(url: str) -> str:
-    """``url`` with its password, if any, replaced by ``***`` (each node's, in a cluster's
-    comma-separated list)."""
-    if "," in url:
-        return ",".join(redact_url(part) for part in url.split(","))
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 # -- <data>/up.json: how the operator's commands find the running `seckill up` -------------
 
 UP_FILE = "up.json"
@@ -90,17 +78,22 @@ UP_FILE = "up.json"
 @dataclasses.dataclass(frozen=True)
 class RunningUp:
     """What a running ``seckill up`` tells about itself in ``<data>/up.json``. It holds no
-    secret: a URL's password is written ``***`` (the command must then be given the URL)."""
+    secret: a URL's password is written ``***`` (the command must then be given the URL,
+    unless the Redis is the embedded one, whose password is kept in the data folder:
+    ``embedded``)."""
 
     path: Path
     pid: int
     redis_url: str
     database_url: str
     key_prefix: str
+    embedded: bool = False
 
 
-def write_up_file(data_dir: Path, redis_url: str, settings: Settings) -> Path:
-    """Write ``<data>/up.json`` (mode 0600, atomically) for this process; returns its path."""
+def write_up_file(data_dir: Path, redis_url: str, settings: Settings,
+                  embedded: bool = False) -> Path:
+    """Write ``<data>/up.json`` (mode 0600, atomically) for this process; returns its path.
+    ``embedded``: the Redis is the Valkey ``seckill up`` runs (its password in the folder)."""
     path = data_dir / UP_FILE
     partial = path.with_name(UP_FILE + ".partial")
     with contextlib.suppress(FileNotFoundError):
@@ -108,7 +101,7 @@ def write_up_file(data_dir: Path, redis_url: str, settings: Settings) -> Path:
     with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
         json.dump({"pid": os.getpid(), "redis_url": redact_url(redis_url),
                    "database_url": redact_url(settings.database_url),
-                   "key_prefix": settings.key_prefix}, out)
+                   "key_prefix": settings.key_prefix, "embedded": embedded}, out)
     os.replace(partial, path)
     return path
 
@@ -120,7 +113,8 @@ def find_running_up(data_dir: Path) -> tuple[RunningUp | None, str]:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
         found = RunningUp(path, int(raw["pid"]), str(raw["redis_url"]),
-                          str(raw["database_url"]), str(raw["key_prefix"]))
+                          str(raw["database_url"]), str(raw["key_prefix"]),
+                          raw.get("embedded") is True)
     except FileNotFoundError:
         return None, f"it has no {UP_FILE}" if data_dir.is_dir() else "there is no such folder"
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -152,6 +146,19 @@ def _check_port_free(host: str, port: int) -> None:
             sock.bind((host, port))
         except OSError as exc:
             raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
+def make_private(data_dir: Path) -> None:
+    """The data folder and everything in it closed to other accounts (0700 folders, 0600
+    files), whatever the umask of the run that made them: it holds the database (webhook
+    secrets, person salts, draw seeds), Valkey's files and its password. What this process
+    and its children make from now on is private by their umask (0077, set by ``run``)."""
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for path in [data_dir, *data_dir.rglob("*")]:
+        with contextlib.suppress(FileNotFoundError):  # a file of a run that is ending
+            mode = path.lstat().st_mode
+            if not stat.S_ISLNK(mode) and mode & 0o077:
+                path.chmod(stat.S_IMODE(mode) & 0o700)
 
 
 @contextmanager
@@ -248,7 +255,12 @@ def _create_schema(url: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``seckill up``: start the stack and supervise it until stopped; the exit code."""
-    from seckill.ops.embedded import EmbeddedValkey, FsyncKeeper
+    from seckill.ops.embedded import (
+        PASSWORD_FILE,
+        EmbeddedValkey,
+        FsyncKeeper,
+        embedded_password,
+    )
     from seckill.ops.supervisor import Stopping, Supervisor, SupervisorError, redis_ready
 
     environ = environment()  # whole: what the children get
@@ -272,7 +284,10 @@ def run(args: argparse.Namespace) -> int:
         _check_port_free("127.0.0.1", args.admin_port)
     base = f"http://{loopback(args.host)}:{args.port}"
     data_dir = settings.data_dir
-    data_dir.mkdir(parents=True, exist_ok=True)
+    # Every file of the stack (the database and its -wal/-shm, Valkey's AOF and nodes.conf,
+    # the logs) is made by this process or a child, which inherits the umask.
+    os.umask(0o077)
+    make_private(data_dir)
 
     with _data_dir_lock(data_dir):
         settings.announce_generated()
@@ -293,15 +308,17 @@ def run(args: argparse.Namespace) -> int:
             redis_note = f"{redact_url(redis_url)} (REDIS_URL)"
         elif args.redis_nodes is not None:
             redis_url, redis_note, nodes = up_cluster(data_dir / "cluster", args.redis_nodes,
-                                                      args.replicas or 0, environ)
+                                                      args.replicas or 0, environ,
+                                                      embedded_password(data_dir))
             embedded_url = redis_url
             specs += nodes
             env["SECKILL_REDIS_CLUSTER"] = "on"
         else:
-            valkey = EmbeddedValkey(data_dir / "valkey")
-            valkey.data_dir.mkdir(parents=True, exist_ok=True)
+            valkey = EmbeddedValkey(data_dir / "valkey", password=embedded_password(data_dir))
+            valkey.prepare()
             redis_url = embedded_url = valkey.url
-            redis_note = f"{redis_url} (embedded Valkey, AOF on, data in {valkey.data_dir})"
+            redis_note = (f"{redact_url(redis_url)} (embedded Valkey, AOF on, password in "
+                          f"{data_dir / PASSWORD_FILE}, data in {valkey.data_dir})")
             specs.append(ChildSpec("valkey", valkey.command(), env=environ,
                                    ready=redis_ready(redis_url), stop_timeout=10,
                                    tend=FsyncKeeper(redis_url, valkey.data_dir, log)))
@@ -381,7 +398,7 @@ def run(args: argparse.Namespace) -> int:
             if supervisor.stop_requested:
                 raise Stopping()
             # The operator's commands find this stack through it (removed on the way out).
-            write_up_file(data_dir, redis_url, settings)
+            write_up_file(data_dir, redis_url, settings, embedded=embedded_url is not None)
             banner = (
                 f"seckill is up on {base} ({shape})\n"
                 f"  Redis:     {redis_note}\n"

@@ -18,11 +18,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from seckill.config import SECRET_VARS, environment
-from seckill.ops.embedded import die_with_parent
+from seckill.ops.embedded import die_with_parent, read_password
 from seckill.ops.nginx import nginx_binary
 from seckill.ops.ports import free_listen_port
+
+if TYPE_CHECKING:
+    from seckill.ops.cluster import EmbeddedCluster
 
 # The supervisor's lines about its children (seckill/ops/supervisor.py), text or JSON format.
 CHILD_LINE = re.compile(r"(\S+) (started|restarted) \(pid (\d+)\)")
@@ -287,20 +291,26 @@ class DrillStack:
             time.sleep(0.1)
         return False
 
+    def cluster(self) -> EmbeddedCluster:
+        """A view of the stack's embedded cluster (its nodes not ours: ``seckill up``'s), with
+        the password ``seckill up`` keeps in the data folder."""
+        from seckill.ops.cluster import EmbeddedCluster
+
+        return EmbeddedCluster(self.data / "cluster", self.redis_nodes or 0, self.replicas or 0,
+                               password=read_password(self.data))
+
     def slot_owner(self, slot_key: str, avoid: str) -> str | None:
         """The supervisor's name of the master serving ``slot_key``'s slot as a live node
         other than ``avoid`` sees it (None: no answer); for timing a failover."""
         import redis
 
-        from seckill.ops.cluster import EmbeddedCluster
-
-        cluster = EmbeddedCluster(self.data / "cluster", self.redis_nodes or 0,
-                                  self.replicas or 0)
+        cluster = self.cluster()
         for port in cluster.ports:
             if f"valkey-{port}" == avoid:
                 continue
             try:
-                with contextlib.closing(redis.Redis(port=port, socket_timeout=0.5,
+                with contextlib.closing(redis.Redis(port=port, password=cluster.password,
+                                                    socket_timeout=0.5,
                                                     decode_responses=True)) as conn:
                     slot = int(conn.execute_command("CLUSTER KEYSLOT", slot_key))
                     nodes = conn.cluster("NODES")  # redis-py's parse: address -> fields
@@ -320,9 +330,7 @@ class DrillStack:
             return "valkey"
         import redis
 
-        from seckill.ops.cluster import EmbeddedCluster
-
-        cluster = EmbeddedCluster(self.data / "cluster", self.redis_nodes, self.replicas or 0)
+        cluster = self.cluster()
         with contextlib.closing(cluster.client(cluster.ports[0])) as conn:
             slot = int(conn.execute_command("CLUSTER KEYSLOT", slot_key))
         with contextlib.suppress(redis.RedisError):

@@ -28,7 +28,7 @@ from redis.commands.core import Script
 from redis.exceptions import NoScriptError, RedisClusterException
 from redis.retry import Retry
 
-from seckill.config import ConfigError, Settings
+from seckill.config import ConfigError, Settings, redact_url
 from seckill.domain import errors
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ def is_cluster(settings: Settings) -> bool:
     if len(urls) > 1:
         return True  # several nodes: a cluster, whether or not one answers now
     log.info("SECKILL_REDIS_CLUSTER=auto could not ask %s whether it is a cluster node (%s); "
-             "taking it for one server", settings.redis_url, "; ".join(failures))
+             "taking it for one server", redact_url(settings.redis_url), "; ".join(failures))
     return False
 
 
@@ -128,15 +128,15 @@ def _cluster(options: dict[str, Any]) -> Cluster:
         try:
             client = Cluster(**{**options, "url": url})
         except (redis.RedisError, RedisClusterException) as exc:
-            failures.append(f"{url}: {type(exc).__name__}: {exc}")
+            failures.append(f"{redact_url(url)}: {type(exc).__name__}: {exc}")
             continue
         client.options = options
         _unreachable_as_connection_error(client)
         return client
     raise ConfigError(
-        f"the Redis Cluster at {options['url']} could not be reached to read its slot map "
-        f"({'; '.join(failures)}); a cluster client needs one node at start (REDIS_URL may "
-        "name several, separated by commas)"
+        f"the Redis Cluster at {redact_url(options['url'])} could not be reached to read its "
+        f"slot map ({'; '.join(failures)}); a cluster client needs one node at start "
+        "(REDIS_URL may name several, separated by commas)"
     )
 
 
