@@ -215,3 +215,26 @@ def test_drops_scenario_smoke_runs_every_workload_and_pair(tmp_path: Path) -> No
     listed = subprocess.run(["git", "-C", str(REPO_ROOT), "worktree", "list"],
                             capture_output=True, text=True, check=True).stdout
     assert "seckill-bench-before-" not in listed
+
+
+def test_scrape_benchmark_smoke_scrapes_with_the_token_during_a_flood(tmp_path: Path) -> None:
+    """``python -m bench.scrape`` end to end in seconds (Valkey, the gateway, wrk, a scraper
+    every 100 ms with the scraper's token): both kinds run, every 200 is a sale, every scrape
+    answered 200 (the figures are not asserted)."""
+    _need_wrk()
+    out = tmp_path / "scrape"
+    command = [sys.executable, "-m", "bench.scrape", "--rounds", "1", "--duration", "2",
+               "--warmup", "0", "--settle", "0.1", "--activities", "3", "--users", "5000",
+               "--output", str(out)]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=240,
+                          check=False)
+    assert done.returncode == 0, f"bench.scrape failed:\n{done.stderr[-6000:]}"
+    data = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    runs = {run["kind"]: run for run in data["runs"]}
+    assert set(runs) == {"scraped", "quiet"}
+    for run in runs.values():
+        assert not run["failed"], run["notes"]
+        assert run["ok"] > 0 and run["sold"] >= run["ok"]
+    scrape = runs["scraped"]["scrape"]
+    assert scrape["scrapes"] >= 1 and set(scrape["statuses"]) == {"200"}
+    assert "| scraped | quiet |" in out.with_suffix(".md").read_text("utf-8")
