@@ -8,13 +8,13 @@ import uuid
 from typing import Any
 
 import redis
-import sqlalchemy as sa
 from flask.testing import FlaskClient
 
 from seckill.domain.packets import split
 from seckill.sql import engine as db
-from seckill.sql.schema import activities
-from tests.conftest import ADMIN, expect, iso
+from seckill.sql.book import OrderBook
+from seckill.sql.sealing import Keyring
+from tests.conftest import ADMIN, URL_KEY, expect, iso
 
 
 def key(prefix: str, aid: str, name: str) -> str:
@@ -33,17 +33,15 @@ def create(client: FlaskClient, amount: int, count: int, **fields: Any) -> dict[
 
 
 def seed(database_url: str, aid: str) -> int:
-    """The activity's split seed, as the database keeps it."""
+    """The activity's split seed, as the database keeps it (sealed under the key the test
+    gateway derives from its SECKILL_SECRET_KEY)."""
     engine = db.make_engine(database_url)
     try:
-        with engine.connect() as conn:
-            row = conn.execute(
-                sa.select(activities.c.amount, activities.c.packet_count, activities.c.seed)
-                .where(activities.c.id == aid)
-            ).one()
+        found = OrderBook(engine, Keyring.from_material([URL_KEY])).load_activity(aid)
     finally:
         engine.dispose()
-    return int(row.seed)
+    assert found is not None and found.seed is not None
+    return found.seed
 
 
 def split_of(database_url: str, aid: str, amount: int, count: int) -> list[int]:

@@ -94,7 +94,10 @@ def unopened(engine: sa.Engine, keys: Keyring) -> dict[str, int]:
 
 def check(engine: sa.Engine, keys: Keyring) -> None:
     """Refuse (DataKeyError) when the database holds a secret the environment's keys do not
-    open: the message names the key ids and what to set, never a key."""
+    open: the message names the key ids and what to set, never a key. A process whose
+    environment names no key at all is not checked: it is refused when it opens a secret."""
+    if not keys.configured:
+        return
     missing = unopened(engine, keys)
     if not missing:
         return

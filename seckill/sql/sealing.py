@@ -145,6 +145,12 @@ class Keyring:
         return self._ring
 
     @property
+    def configured(self) -> bool:
+        """Whether the environment names a key at all (a process without one, e.g. a tool that
+        reads orders, opens no secret and is refused the moment it tries)."""
+        return bool(self._keys.material or self._keys.dev_file)
+
+    @property
     def current(self) -> str:
         """The id of the key that seals."""
         self._load()
@@ -183,12 +189,23 @@ class _Deferred(Keyring):
 
     def __init__(self, environ: Mapping[str, str] | None) -> None:
         self._environ = environ
+        self._read_once = False
         super().__init__(DataKeys((), "the environment"))
 
-    def _load(self) -> dict[str, bytes]:
-        if self._ring is None:
+    def _read(self) -> None:
+        if self._ring is None and not self._read_once:
             self._keys = data_keys(self._environ)
             self.source = self._keys.source
+            self._read_once = True
+
+    @property
+    def configured(self) -> bool:
+        """As :attr:`Keyring.configured`, the environment read first."""
+        self._read()
+        return super().configured
+
+    def _load(self) -> dict[str, bytes]:
+        self._read()
         return super()._load()
 
 
