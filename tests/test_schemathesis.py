@@ -7,7 +7,10 @@ and query ids are drawn from them half of the time. Every check of schemathesis 
 operation (examples, coverage and fuzzing phases), then a stateful phase follows the document's
 links: create an activity, get its purchase URL, buy through it, read the order, cancel it.
 User calls carry a valid user JWT, operator calls the operator token. Bounded: a few examples
-per operation and a deadline per call, so the file runs in well under three minutes.
+per operation and a deadline per call, so the file runs in well under three minutes. The same
+run goes through a real nginx in front of it too: on its operator port every operation, on its
+public port every operation served there (nginx answers some calls itself: its 413, 414 and 431
+must be the document's too).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from edge.identity import mint_user_token
 from seckill.ops.embedded import EmbeddedValkey
 from tests.conftest import ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, gateway_env, iso
 from tests.schemathesis_hooks import LEVER_TARGET
-from tests.servers import REPO_ROOT, gunicorn_server
+from tests.servers import REPO_ROOT, gunicorn_server, nginx_server
 
 FUZZER = "fuzzer@example.com"
 # Per operation and phase; SECKILL_SCHEMATHESIS_EXAMPLES=5000 for a deeper run by hand.
@@ -279,6 +282,23 @@ def gateway(valkey: EmbeddedValkey, tmp_path_factory: pytest.TempPathFactory
         yield LiveGateway(base, folder, log, seed(base))
 
 
+# The operations nginx's public listener serves (the operator's and /metrics are 404 there).
+PUBLIC_OPERATIONS = ("getTime", "getActivity", "getPurchaseUrl", "purchase", "getOrderStatus",
+                     "healthz", "openapi", "getQueueStatus", "joinQueue", "getQueueState",
+                     "getChallenge", "paymentWebhook")
+
+
+@pytest.fixture(scope="module")
+def proxied(gateway: LiveGateway, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[tuple[LiveGateway, LiveGateway]]:
+    """The live gateway behind a real nginx: (its public port, its operator port). No per-IP
+    limit: one fuzzer from one address is not a crowd (nginx's 429 is tested on its own)."""
+    run_dir: Path = tmp_path_factory.mktemp("schemathesis-nginx")
+    with nginx_server([gateway.base.removeprefix("http://")], run_dir, ip_rate="off") as proxy:
+        yield (dataclasses.replace(gateway, base=proxy.base),
+               dataclasses.replace(gateway, base=proxy.admin_base))
+
+
 def passed(result: subprocess.CompletedProcess[str]) -> bool:
     """Whether the run ended with no failure (its report is in the assertion otherwise)."""
     return result.returncode == 0
@@ -286,6 +306,17 @@ def passed(result: subprocess.CompletedProcess[str]) -> bool:
 
 def test_every_operation_passes_every_check(gateway: LiveGateway) -> None:
     result = gateway.run("examples", "coverage", "fuzzing")
+    assert passed(result), result.stdout[-20000:] + result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("port", ["public", "operator"])
+def test_through_nginx_every_operation_passes_every_check(
+        proxied: tuple[LiveGateway, LiveGateway], port: str) -> None:
+    public, operator = proxied
+    if port == "public":
+        result = public.run("examples", "coverage", "fuzzing", only=PUBLIC_OPERATIONS)
+    else:
+        result = operator.run("examples", "coverage", "fuzzing")
     assert passed(result), result.stdout[-20000:] + result.stderr[-3000:]
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
+from seckill.domain.sizes import size_words
+
 
 class SeckillError(Exception):
     """Any outcome other than success; as such, an unexpected failure (500 internal)."""
@@ -299,11 +301,16 @@ class Paused(SeckillError):
 
 
 class TooLarge(SeckillError):
-    """413: the body is over 4 KiB."""
+    """413: the body is over its route's limit (``seckill.domain.sizes``: 4 KiB on the public
+    routes)."""
 
     status = 413
     code = "too_large"
     default_message = "the request body is larger than 4 KiB"
+
+    def __init__(self, limit: int | None = None) -> None:
+        super().__init__(None if limit is None
+                         else f"the request body is larger than {size_words(limit)}")
 
 
 class RequestTimeout(SeckillError):

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from seckill.config import nginx_path
+from seckill.domain.sizes import OPERATOR_MAX_BODY, OPERATOR_PREFIX, PUBLIC_MAX_BODY, size_words
 from seckill.resources import resource_dir
 
 _RATE = re.compile(r"[1-9][0-9]{0,6}r/[sm]")
@@ -46,10 +47,12 @@ _OWN_ERRORS: tuple[tuple[int, str, str, dict[str, int]], ...] = (
     (405, "method_not_allowed", "this method is not allowed here", {}),
     (408, "timeout", "the request was not received in time", {}),
     (411, "bad_request", "a request with a body needs a Content-Length or chunks", {}),
-    (413, "too_large", "the request body is larger than 4 KiB", {}),
+    (413, "too_large", f"the request body is larger than its route takes: "
+     f"{size_words(PUBLIC_MAX_BODY)}, {size_words(OPERATOR_MAX_BODY)} on {OPERATOR_PREFIX}", {}),
     (414, "too_large", "the request line is too long", {}),
     (429, "rate_limited", "too many requests from this address", {"retry_after": 1}),
-    # nginx's own status for a header over its buffers; answered as 431, as the gateway does.
+    # nginx's own status for a header over its buffers; answered as 431, as the gateway does
+    # and the contract says (error_page's "=431": without it nginx answers such a page 400).
     (494, "too_large", "a request header is too large", {}),
     (500, "internal", "unexpected failure in the proxy", {}),
     (502, "bad_gateway",
@@ -65,6 +68,10 @@ _OWN_ERRORS: tuple[tuple[int, str, str, dict[str, int]], ...] = (
 
 
 ERROR_PAGES = "/.seckill-error/"  # internal locations only: a client asking for one gets 404
+# What nginx answers itself that the OpenAPI document lists on every operation (413 ``TooLarge``,
+# 414 ``UriTooLong``) or the gateway answers alike (431): with the headers the document marks
+# required on those, as the gateway's own answers carry them.
+_DOCUMENTED = frozenset({413, 414, 494})
 
 
 class RenderError(ValueError):
@@ -126,12 +133,17 @@ def _json_errors() -> str:
     # answered those with its HTML 500).
     lines = []
     for status, _code, _message, _extra in _OWN_ERRORS:
-        lines.append(f"        error_page {status} {ERROR_PAGES}{status};")
+        answered = "=431 " if status == 494 else ""
+        lines.append(f"        error_page {status} {answered}{ERROR_PAGES}{status};")
     for status, code, message, extra in _OWN_ERRORS:
         body = json.dumps({"error": code, "message": message, **extra}, separators=(",", ":"))
         assert "'" not in body  # the body goes between single quotes
         lines.append(f"        location = {ERROR_PAGES}{status} {{")
         lines.append("            internal;")
+        # A request sent here may carry what its own location took and this one would not (a
+        # chunked body of 200 KiB on /admin/ so far): nginx checks it again on the way in, and
+        # a second 413 here would be its HTML page.
+        lines.append("            client_max_body_size 0;")
         # No types: the type must not follow the asked-for file's extension (/x.html).
         lines.append("            types { }")
         lines.append("            default_type application/json;")
@@ -139,6 +151,9 @@ def _json_errors() -> str:
             lines.append(f"            add_header Retry-After {extra['retry_after']} always;")
         if status == 405:  # only the page's files answer 405 here
             lines.append('            add_header Allow "GET, HEAD" always;')
+        if status in _DOCUMENTED:
+            lines.append("            add_header X-Seckill-Instance nginx always;")
+            lines.append(f"            add_header X-Seckill-Outcome {code} always;")
         lines.append(f"            return {431 if status == 494 else status} '{body}';")
         lines.append("        }")
     return "\n".join(lines)
@@ -251,6 +266,8 @@ def render(options: NginxOptions) -> str:
         "ADMIN_LISTEN": f"127.0.0.1:{options.admin_port}",
         "STATIC_ROOT": str(static_root),
         "JSON_ERRORS": _json_errors(),
+        "PUBLIC_MAX_BODY": f"{PUBLIC_MAX_BODY // 1024}k",
+        "OPERATOR_MAX_BODY": f"{OPERATOR_MAX_BODY // 1024}k",
         "EDGE_CACHE": _EDGE_CACHE if options.edge_cache else "            # edge cache: off",
     }
     text = (resource_dir("nginx") / "nginx.conf.template").read_text(encoding="utf-8")

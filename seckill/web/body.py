@@ -1,11 +1,12 @@
 """Request bodies: the one size guard, the one reader, and the purchase's terms (its JSON
 body, or its query).
 
-A body over 4 KiB is refused before anything else runs, on every route (413 ``too_large``):
-a declared one by its ``Content-Length``, a chunked one as soon as its 4 097th byte arrives
-(the guard reads it then, even on a route that takes no body). A body is only ever used whole:
-a short one is a 400. No text of a body or a query may hold a NUL (400 ``bad_request``):
-PostgreSQL cannot store one, and no field of the contract has a use for it.
+A body over its route's limit (``seckill.domain.sizes``: 4 KiB on the public routes, 256 KiB
+on the operator's ``/admin/...``) is refused before anything else runs, on every route (413
+``too_large``): a declared one by its ``Content-Length``, a chunked one as soon as the byte past
+the limit arrives (the guard reads it then, even on a route that takes no body). A body is only
+ever used whole: a short one is a 400. No text of a body or a query may hold a NUL (400
+``bad_request``): PostgreSQL cannot store one, and no field of the contract has a use for it.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from werkzeug.wrappers import Request
 from werkzeug.wsgi import get_content_length
 
 from seckill.domain import errors
+from seckill.domain.sizes import PUBLIC_MAX_BODY, max_body
 
-MAX_BODY = 4096
+MAX_BODY = PUBLIC_MAX_BODY  # the public routes'; body_limit() says a route's own
 # A Content-Length as gunicorn passes it: ASCII digits (str.isdigit() would take "²").
 _LENGTH = re.compile(r"[0-9]{1,18}", re.ASCII)
 _READ = "seckill.body"  # the environ key of a chunked body the guard read whole
@@ -41,32 +43,40 @@ def _sized(environ: WSGIEnviron) -> int | None:
     return None
 
 
+def body_limit(environ: WSGIEnviron) -> int:
+    """The largest body the request's route takes (by its path, as Flask routes it)."""
+    return max_body(environ.get("PATH_INFO") or "")
+
+
 def declared_length(environ: WSGIEnviron) -> int | None:
     """The one size guard, first on every route: the body's declared length (None: chunked
-    or not said), 413 when over ``MAX_BODY``. A chunked body is read here, up to one byte
-    past the limit, so that one too large is refused whatever the route (a route that takes
-    no body would otherwise answer without ever reading it); :func:`read_body` then gives it."""
+    or not said), 413 when over the route's :func:`body_limit`. A chunked body is read here,
+    up to one byte past the limit, so that one too large is refused whatever the route (a
+    route that takes no body would otherwise answer without ever reading it);
+    :func:`read_body` then gives it."""
     length = _sized(environ)
     if length is None:
         length = get_content_length(environ)
-    if length is not None and length > MAX_BODY:
-        raise errors.TooLarge()
+    limit = body_limit(environ)
+    if length is not None and length > limit:
+        raise errors.TooLarge(limit)
     if length is None and "HTTP_TRANSFER_ENCODING" in environ and _READ not in environ:
         environ[_READ] = _read_chunked(environ)
     return length
 
 
 def _read_chunked(environ: WSGIEnviron) -> bytes:
+    limit = body_limit(environ)
     try:
-        data: bytes = environ["wsgi.input"].read(MAX_BODY + 1)  # one byte past the limit tells
+        data: bytes = environ["wsgi.input"].read(limit + 1)  # one byte past the limit tells
     except (ParseException, NoMoreData) as exc:
         # gunicorn parses the chunks as they are read: a bad chunk size, a missing CRLF or a
         # connection closed half way is the client's fault (it answered 500).
         _close_after_answer(environ)
         raise errors.BadRequest(f"malformed chunked body: {type(exc).__name__}") from None
-    if len(data) > MAX_BODY:
+    if len(data) > limit:
         _close_after_answer(environ)  # what is left of it is never read
-        raise errors.TooLarge()
+        raise errors.TooLarge(limit)
     return data
 
 
@@ -74,7 +84,7 @@ def read_body(environ: WSGIEnviron) -> bytes:
     """The whole body, after :func:`declared_length` allowed it.
 
     Never a part: a body shorter than its ``Content-Length`` (the client half-closed) is a 400
-    and a chunked one over ``MAX_BODY`` a 413, each before anything is decided, and the
+    and a chunked one over the route's limit a 413, each before anything is decided, and the
     connection is then closed (what is left of the body is never read). A client too slow to
     send it meets the server's body deadline first (``seckill.web.server``: 408)."""
     if _READ in environ:

@@ -9,9 +9,10 @@ from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
 from seckill.domain import errors
+from seckill.domain.sizes import OPERATOR_MAX_BODY
 from seckill.sql.engine import database_unavailable
 from seckill.store.plumbing.connection import unavailable
-from seckill.web.body import MAX_BODY, declared_length, refuse_nul_query
+from seckill.web.body import body_limit, declared_length, refuse_nul_query
 from seckill.web.jsonio import json_response
 
 log = logging.getLogger("seckill")
@@ -74,6 +75,8 @@ def error_response(exc: errors.SeckillError) -> Response:
 def _guard_request() -> None:
     environ = request.environ
     declared_length(environ)
+    # werkzeug's own parsers, if ever used, hold the route to the same limit as the guard.
+    request.max_content_length = body_limit(environ)
     if "//" in (environ.get("PATH_INFO") or ""):
         # werkzeug strips leading slashes before matching (//healthz would be /healthz);
         # the url_map merges no other doubled slash (seckill.web.app): one path, one answer.
@@ -90,12 +93,14 @@ class JsonErrors:
     size, a doubled slash, a NUL in the query)."""
 
     def init_app(self, app: Flask) -> None:
-        """Every exception a view raises answers JSON; a body over 4 KiB, a path with "//" or a
-        query with a NUL is refused first."""
+        """Every exception a view raises answers JSON; a body over its route's limit, a path
+        with "//" or a query with a NUL is refused first."""
         app.extensions["seckill.json_errors"] = self
         # Flask's automatic OPTIONS answers 200 with an empty text/html body; the API has no
         # OPTIONS, so it gets the contract's JSON 405. Must be set before routes are added.
         app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
-        app.config["MAX_CONTENT_LENGTH"] = MAX_BODY  # werkzeug's own parsers, if ever used
+        # werkzeug's own parsers, if ever used: the largest route's, each request its own
+        # (_guard_request).
+        app.config["MAX_CONTENT_LENGTH"] = OPERATOR_MAX_BODY
         app.before_request(_guard_request)
         app.register_error_handler(Exception, _handle)

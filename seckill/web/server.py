@@ -16,6 +16,10 @@ changes, both on the connection, before or around the application:
   501) is the contract's JSON ``{"error", "message"}`` instead of an HTML page. gunicorn still
   decides the status and logs it: its answer is written into a buffer and translated, so a
   refusal a later gunicorn adds is translated too (its status's code, e.g. ``bad_request``).
+  Like every answer of the gateway it names the instance and the outcome (``X-Seckill-Instance``,
+  ``X-Seckill-Outcome``: the document marks them required) and, since the connection is then
+  closed, says ``Connection: close``; so does an application's answer after which the
+  connection is closed (a body cut short, too large or too slow: ``seckill.web.body``).
 
 Why a worker subclass rather than a stricter parser in front: the parser is gunicorn's (it
 already refuses the request smuggling shapes), only its answers and its missing deadlines were
@@ -26,6 +30,7 @@ deadlines and JSON pages (``nginx/nginx.conf.template``).
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import time
 from http import HTTPStatus
@@ -58,9 +63,22 @@ class DeadlineSocket:
         self.header_timeout = header_timeout
         self.body_timeout = body_timeout
         self._deadline: float | None = None  # None: between requests (gunicorn's keepalive)
-        # Set when the request's body is left unread (a deadline, or the app refused it part
-        # way, see seckill.web.body): the connection is closed after the answer.
-        self.close_after_answer = False
+        self._close_after_answer = False
+        self.request: Any = None  # gunicorn's request being served, once its headers are in
+
+    @property
+    def close_after_answer(self) -> bool:
+        """Set when the request's body is left unread (a deadline, or the app refused it part
+        way, see seckill.web.body): the connection is closed after the answer."""
+        return self._close_after_answer
+
+    @close_after_answer.setter
+    def close_after_answer(self, value: bool) -> None:
+        self._close_after_answer = value
+        if value and self.request is not None:
+            # gunicorn then writes "Connection: close" in the answer's head, not keep-alive:
+            # a client must not send its next request on a connection about to close.
+            self.request.must_close = True
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sock, name)
@@ -94,6 +112,7 @@ class DeadlineSocket:
     def end_request(self) -> None:
         """The answer is out: back to waiting for the next request."""
         self._deadline = None
+        self.request = None
 
 
 class _Captured:
@@ -118,8 +137,9 @@ class _Captured:
         self.data += data
 
 
-def json_answer(failure: errors.SeckillError) -> bytes:
-    """A complete HTTP/1.1 answer carrying ``failure``'s JSON body; the connection closes."""
+def json_answer(failure: errors.SeckillError, instance: str) -> bytes:
+    """A complete HTTP/1.1 answer carrying ``failure``'s JSON body, from ``instance``; the
+    connection closes."""
     body = orjson.dumps(failure.body())
     try:
         reason = HTTPStatus(failure.status).phrase
@@ -127,6 +147,7 @@ def json_answer(failure: errors.SeckillError) -> bytes:
         reason = "Error"
     head = [f"HTTP/1.1 {failure.status} {reason}", "Connection: close",
             "Content-Type: application/json", f"Content-Length: {len(body)}",
+            f"X-Seckill-Instance: {instance}", f"X-Seckill-Outcome: {failure.code}",
             *(f"{name}: {value}" for name, value in failure.headers().items())]
     return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
 
@@ -154,6 +175,9 @@ class GatewayWorker(GeventWorker):
     def init_process(self) -> None:
         """Read the deadlines (refusing a bad value at start), then run as gevent's worker."""
         self.header_timeout, self.body_timeout = read_deadlines()
+        # As the application names itself (seckill.config's Settings.instance), in this process.
+        self.seckill_instance = (os.environ.get("SECKILL_INSTANCE")
+                                 or f"{os.uname().nodename}:{os.getpid()}")
         super().init_process()
 
     def handle(self, listener: Any, client: Any, addr: Any) -> None:
@@ -164,6 +188,7 @@ class GatewayWorker(GeventWorker):
     def handle_request(self, listener_name: Any, req: Any, sock: Any, addr: Any) -> bool:
         """Serve one request; close the connection after it when its body was left unread."""
         sock.begin_body()
+        sock.request = req
         try:
             handled: bool = super().handle_request(listener_name, req, sock, addr)
         finally:
@@ -182,7 +207,7 @@ class GatewayWorker(GeventWorker):
             super().handle_error(req, captured, addr, exc)  # logs it; decides the status
             failure = translated(captured.data, exc)
         try:
-            util.write_nonblock(client, json_answer(failure))
+            util.write_nonblock(client, json_answer(failure, self.seckill_instance))
         except Exception:  # the client is gone: nothing to answer
             log.debug("could not send the %s answer", failure.status)
 
