@@ -29,7 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from seckill.ops.ports import free_listen_port
 from tests import test_nginx as nginx_tests
-from tests.conftest import ADMIN, ADMIN_TOKEN
+from tests.conftest import ADMIN, ADMIN_TOKEN, METRICS
 from tests.servers import NginxFront, running_server
 from tests.test_nginx import Instances, bearer, call, create_activity, front
 
@@ -62,7 +62,8 @@ def user() -> dict[str, str]:
 def outcomes(http: urllib3.PoolManager, url: str, answered_by: str = "") -> Counts:
     """seckill_activity_outcomes_total at ``url`` as (activity, outcome) -> count, of the
     series whose answered_by is ``answered_by`` ("" : the gateway's, which has no such label)."""
-    answer = http.request("GET", url, timeout=10.0, retries=False)
+    # The gateway's /metrics wants the scraper's token; the exporter's is loopback-only.
+    answer = http.request("GET", url, headers=METRICS, timeout=10.0, retries=False)
     assert answer.status == 200, answer.status
     found: Counts = {}
     for family in text_string_to_metric_families(answer.data.decode()):

@@ -20,7 +20,7 @@ import psutil
 
 from edge.identity import mint_user_token
 from seckill.ops.ports import free_listen_port
-from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, URL_KEY, iso
+from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, URL_KEY, iso
 from tests.servers import require_nginx
 from tests.test_cli import call, seckill_up
 
@@ -33,6 +33,7 @@ def up_env(data: Path, **extra: str) -> dict[str, str]:
         "SECKILL_SECRET_KEY": URL_KEY,
         "SECKILL_JWT_SECRET": JWT_SECRET,
         "SECKILL_ADMIN_TOKEN": ADMIN_TOKEN,
+        "SECKILL_METRICS_TOKEN": METRICS_TOKEN,
         **extra,
     }
 
