@@ -26,7 +26,8 @@ from seckill.web.routes import OPENAPI_DOCUMENT
 BASE = "urn:seckill:openapi"
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 # The answers any path or method may get that no operation lists (a path the document does not
-# have, a method a path does not list, a body over 4 KiB before routing, an unexpected failure).
+# have, a method a path does not list, a body over its route's limit before routing, an unexpected
+# failure).
 UNDOCUMENTED = {404: "not_found", 405: "method_not_allowed", 413: "too_large", 500: "internal"}
 
 

@@ -33,7 +33,7 @@ def _valid(**fields: Any) -> dict[str, Any]:
 
 
 def _create(client: Any, body: dict[str, Any]) -> Any:
-    # Compact: a hundred variants must fit the 4 KiB a body may have.
+    # Compact, as a shop's client would send it (the operator routes take up to 256 KiB).
     return client.post("/admin/activities", data=json.dumps(body, separators=(",", ":")),
                        headers=ADMIN | {"Content-Type": "application/json"})
 
