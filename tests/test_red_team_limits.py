@@ -130,6 +130,19 @@ def test_4_kib_and_one_byte_is_still_413_on_public_routes(
     carries_the_headers(answer)
 
 
+@pytest.mark.parametrize("how", ["sized", "chunked"])
+def test_an_operator_route_without_a_token_takes_only_4_kib(base: str, how: str) -> None:
+    # Without nginx in front, the operator's routes face the crowd: a request that carries no
+    # credentials at all is held to the public limit, not made to read 256 KiB for a 401.
+    body = b"{}" + b" " * (PUBLIC_LIMIT - 1)
+    headers = {"Content-Type": "application/json"}
+    answer = exchange(base, send(how, "POST", "/admin/activities", headers, body))
+    answer.json_error(413, "too_large")
+    carries_the_headers(answer)
+    answer = exchange(base, send(how, "POST", "/admin/activities", headers, b"{}"))
+    answer.json_error(401, "unauthenticated")
+
+
 # -- the contract's statuses and headers --------------------------------------------------
 
 

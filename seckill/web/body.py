@@ -44,8 +44,9 @@ def _sized(environ: WSGIEnviron) -> int | None:
 
 
 def body_limit(environ: WSGIEnviron) -> int:
-    """The largest body the request's route takes (by its path, as Flask routes it)."""
-    return max_body(environ.get("PATH_INFO") or "")
+    """The largest body the request's route takes (by its path, as Flask routes it, and
+    whether it carries credentials at all)."""
+    return max_body(environ.get("PATH_INFO") or "", "HTTP_AUTHORIZATION" in environ)
 
 
 def declared_length(environ: WSGIEnviron) -> int | None:
