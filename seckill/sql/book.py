@@ -398,15 +398,25 @@ class OrderBook:
 
     def counts(self, aid: str) -> dict[str, int]:
         """An activity's number of confirmed orders and of cancelled ones."""
+        return self.counts_of([aid])[aid]
+
+    def counts_of(self, aids: Sequence[str]) -> dict[str, dict[str, int]]:
+        """Each of ``aids``' numbers of confirmed and cancelled orders (:meth:`counts`), in one
+        query whatever their number (the census reads every recent activity's)."""
+        found = {aid: {CONFIRMED: 0, CANCELLED: 0} for aid in aids}
+        if not found:
+            return found
         self.ready()
         with self.engine.connect() as conn:
             rows = conn.execute(
-                sa.select(orders.c.status, sa.func.count())
-                .where(orders.c.activity_id == aid)
-                .group_by(orders.c.status)
+                sa.select(orders.c.activity_id, orders.c.status, sa.func.count())
+                .where(orders.c.activity_id.in_(list(found)),
+                       orders.c.status.in_((CONFIRMED, CANCELLED)))
+                .group_by(orders.c.activity_id, orders.c.status)
             ).all()
-        found = {status: int(n) for status, n in rows}
-        return {CONFIRMED: found.get(CONFIRMED, 0), CANCELLED: found.get(CANCELLED, 0)}
+        for aid, status, n in rows:
+            found[aid][status] = int(n)
+        return found
 
     def orders_of(self, aid: str) -> list[StoredOrder]:
         """Every stored order of an activity, oldest first."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import redis
@@ -184,15 +185,42 @@ class Payments:
 
     def counts(self, aid: str) -> dict[str, int] | None:
         """``{"due", "paid", "expired"}`` over the activity's parts; None without a window."""
-        if not self.window(aid):
-            return None
+        return self.counts_all([aid])[0]
+
+    def counts_all(self, aids: Sequence[str]) -> list[dict[str, int] | None]:
+        """Each activity's :meth:`counts`, read in one round trip whatever their number."""
+        self._windows_of(aids)
         pipe = self.client.pipeline(transaction=False)
-        tags = self.parts.tags(aid)
-        for tag in tags:
-            pipe.zcard(self.keys.holds(tag))
-            pipe.hmget(self.keys.meta(tag), "paid", "expired")
-        replies = pipe.execute()
-        due = sum(int(n) for n in replies[0::2])
-        paid = sum(int(p or 0) for p, _ in replies[1::2])
-        expired = sum(int(e or 0) for _, e in replies[1::2])
-        return {"due": due, "paid": paid, "expired": expired}
+        asked = []
+        for aid in aids:
+            tags = self.parts.tags(aid) if self.window(aid) else ()
+            for tag in tags:
+                pipe.zcard(self.keys.holds(tag))
+                pipe.hmget(self.keys.meta(tag), "paid", "expired")
+            asked.append(len(tags))
+        replies = pipe.execute() if any(asked) else []
+        found: list[dict[str, int] | None] = []
+        for parts in asked:
+            mine, replies = replies[:2 * parts], replies[2 * parts:]
+            found.append({"due": sum(int(n) for n in mine[0::2]),
+                          "paid": sum(int(p or 0) for p, _ in mine[1::2]),
+                          "expired": sum(int(e or 0) for _, e in mine[1::2])} if parts else None)
+        return found
+
+    def _windows_of(self, aids: Sequence[str]) -> None:
+        """Remember the windows of ``aids`` that Redis holds, asked in one round trip
+        (:meth:`window` then answers; one Redis lost, from the database)."""
+        unknown = [aid for aid in dict.fromkeys(aids) if aid not in self._windows]
+        if len(unknown) < 2:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for aid in unknown:
+            pipe.hget(self.keys.meta(aid), "payment_window")
+            pipe.exists(self.keys.meta(aid))
+        try:
+            replies = pipe.execute()
+        except redis.RedisError as exc:
+            raise unavailable(exc) from exc
+        for aid, raw, exists in zip(unknown, replies[0::2], replies[1::2], strict=True):
+            if raw is not None or exists:
+                self._windows[aid] = int(raw or 0)

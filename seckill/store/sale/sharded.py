@@ -193,11 +193,16 @@ class ShardedPurchases:
     def parts(self, client: Client, aid: str, shards: int) -> list[list[str | None]]:
         """Each part's ``PART_FIELDS`` and buyer count, part 0 first, in one round trip."""
         pipe = client.pipeline(transaction=False)
+        self.ask_parts(pipe, aid, shards)
+        return parts_of(pipe.execute())
+
+    def ask_parts(self, pipe: Any, aid: str, shards: int) -> int:
+        """Queue on ``pipe`` what :meth:`parts` reads; the number of replies, for
+        :func:`parts_of` (several activities' parts then come in one round trip)."""
         for tag in part_tags(aid, shards):
             pipe.hmget(self.keys.meta(tag), PART_FIELDS)
             pipe.hlen(self.keys.buyers(tag))
-        replies = pipe.execute()
-        return [[*replies[i], replies[i + 1]] for i in range(0, len(replies), 2)]
+        return 2 * shards
 
     def restock(self, client: Client, aid: str, add: int, shards: int) -> None:
         """Spread ``add`` units over the parts (removal: from the parts with the most unsold
@@ -248,6 +253,11 @@ class ShardedPurchases:
             self.restore(aid)
             reply = self.scripts.restock(keys=[self.keys.meta(tag)], args=[add, MAX_TOTAL])
         return reply
+
+
+def parts_of(replies: Sequence[Any]) -> list[list[str | None]]:
+    """:meth:`ShardedPurchases.parts` from the replies of :meth:`ShardedPurchases.ask_parts`."""
+    return [[*replies[i], replies[i + 1]] for i in range(0, len(replies), 2)]
 
 
 def numbers(parts: Sequence[Sequence[str | None]]) -> tuple[int, int, int]:
