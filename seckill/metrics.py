@@ -99,9 +99,10 @@ DEAD_LETTERS = Counter(
 class Kept:
     """The text of ``collectors`` (what is read from the store and the database at a scrape,
     the same in every process), generated at most once every ``ttl`` seconds per process; a
-    scrape in between gets the last text. One reading at a time: scrapes that arrive during
-    it wait for its text (the lock is gevent's in a gevent worker) instead of reading too, so
-    any number of scrapers cost one reading a second."""
+    scrape in between gets the last text. One reading at a time: a scrape that arrives during
+    it gets the last text at once (its numbers at most a reading's time older), so any number
+    of scrapers cost one reading a second and none waits behind a slow one; only a scrape
+    with no text yet waits for the first (the lock is gevent's in a gevent worker)."""
 
     def __init__(self, *collectors: Collector, ttl: float = 1.0) -> None:
         self.ttl = ttl
@@ -110,16 +111,25 @@ class Kept:
             self._registry.register(collector)
         self._lock = threading.Lock()
         self._read_at = -math.inf
-        self._text = b""
+        self._text: bytes | None = None
 
     def text(self) -> bytes:
-        """The collectors' text, read now if the last reading began ``ttl`` seconds ago."""
-        with self._lock:
+        """The collectors' text, read now if the last reading began ``ttl`` seconds ago and
+        no other is under way."""
+        kept = self._text
+        if kept is not None and (time.monotonic() - self._read_at < self.ttl
+                                 or not self._lock.acquire(blocking=False)):
+            return kept
+        if kept is None:
+            self._lock.acquire()
+        try:
             now = time.monotonic()
-            if now - self._read_at >= self.ttl:
+            if self._text is None or now - self._read_at >= self.ttl:
                 self._read_at = now  # from its start: a slow reading is not followed at once
                 self._text = generate_latest(self._registry)
             return self._text
+        finally:
+            self._lock.release()
 
 
 def render(kept: Kept | None = None) -> tuple[bytes, str]:

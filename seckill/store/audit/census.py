@@ -107,13 +107,22 @@ class CensusTaker:
         self._good: Census | None = None  # the last complete reading
 
     def take(self) -> Census:
-        """The census, fresh or at most ``ttl`` seconds old."""
-        with self._lock:
+        """The census, fresh or at most ``ttl`` seconds old; while another caller takes it,
+        the last one at once (only the first ever waits: there is none yet)."""
+        last = self._last
+        if last is not None and (time.monotonic() - last[0] < self.ttl
+                                 or not self._lock.acquire(blocking=False)):
+            return last[1]
+        if last is None:
+            self._lock.acquire()
+        try:
             if self._last is not None and time.monotonic() - self._last[0] < self.ttl:
                 return self._last[1]
             census = self._take()
             self._last = (time.monotonic(), census)
             return census
+        finally:
+            self._lock.release()
 
     def _take(self) -> Census:
         at = now_ms()
