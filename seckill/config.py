@@ -299,7 +299,7 @@ class Settings:
             metrics_token=metrics_token,
             data_keys=data_keys(env),
             behind_proxy=_bool(env, "SECKILL_BEHIND_PROXY", False),
-            instance=env.get("SECKILL_INSTANCE") or f"{os.uname().nodename}:{os.getpid()}",
+            instance=instance_name(env),
             durability=_choice(env, "SECKILL_DURABILITY", "local", ("none", "local", "replica")),
             durability_timeout_ms=_int(env, "SECKILL_DURABILITY_TIMEOUT_MS", 1500, minimum=1),
             durability_unguarded=_bool(env, "SECKILL_DURABILITY_UNGUARDED", False),
@@ -408,6 +408,13 @@ def read_deadlines(environ: Mapping[str, str] | None = None) -> tuple[float, flo
             raise ValueError(f"{name} must be a number of seconds above 0, got {value}")
         found.append(value)
     return found[0], found[1]
+
+
+def instance_name(environ: Mapping[str, str] | None = None) -> str:
+    """``SECKILL_INSTANCE`` as the application names its process (Settings.instance), for
+    what answers before or without the application (gunicorn's worker): the host and PID
+    when unset."""
+    return _environ(environ).get("SECKILL_INSTANCE") or f"{os.uname().nodename}:{os.getpid()}"
 
 
 def log_component(environ: Mapping[str, str] | None = None) -> str:

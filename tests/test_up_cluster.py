@@ -21,7 +21,7 @@ from redis.cluster import RedisCluster
 from seckill.ops.cluster import CLUSTER_SLOTS, EmbeddedCluster
 from seckill.ops.embedded import read_password
 from seckill.ops.ports import free_listen_port
-from tests.conftest import ADMIN_TOKEN, JWT_SECRET, URL_KEY
+from tests.conftest import ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, URL_KEY
 from tests.test_cli import (
     SECKILL,
     alive,
@@ -35,7 +35,7 @@ from tests.test_cli import (
 def up_env(data: Path) -> dict[str, str]:
     return {"SECKILL_ENV": "development", "SECKILL_DATA_DIR": str(data),
             "SECKILL_SECRET_KEY": URL_KEY, "SECKILL_JWT_SECRET": JWT_SECRET,
-            "SECKILL_ADMIN_TOKEN": ADMIN_TOKEN}
+            "SECKILL_ADMIN_TOKEN": ADMIN_TOKEN, "SECKILL_METRICS_TOKEN": METRICS_TOKEN}
 
 
 def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import re
 import subprocess
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import redis
 
-from seckill.config import ConfigError, redact_url
+from seckill.config import ConfigError, environment, redact_url
 from seckill.ops.embedded import EmbeddedValkey, FsyncKeeper, valkey_binary
 from seckill.ops.ports import BUS_PORT_OFFSET, bindable, free_cluster_ports
 from seckill.ops.replica_guard import durability_of, min_replicas_args
@@ -212,7 +211,7 @@ class EmbeddedCluster:
                 *(f"{self.host}:{port}" for port in self.ports),
                 "--cluster-replicas", str(self.replicas), "--cluster-yes"]
         # The password in the environment, not on the command line (which every account reads).
-        env = {**os.environ, **({"REDISCLI_AUTH": self.password} if self.password else {})}
+        env = {**environment(), **({"REDISCLI_AUTH": self.password} if self.password else {})}
         try:
             done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
                                   text=True, timeout=timeout, check=False, env=env)

@@ -30,7 +30,6 @@ deadlines and JSON pages (``nginx/nginx.conf.template``).
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import time
 from http import HTTPStatus
@@ -41,7 +40,7 @@ from gunicorn import glogging, util
 from gunicorn.workers.ggevent import GeventWorker
 
 from seckill import logs
-from seckill.config import log_component, read_deadlines
+from seckill.config import instance_name, log_component, read_deadlines
 from seckill.domain import errors
 
 log = logging.getLogger("seckill")
@@ -175,9 +174,7 @@ class GatewayWorker(GeventWorker):
     def init_process(self) -> None:
         """Read the deadlines (refusing a bad value at start), then run as gevent's worker."""
         self.header_timeout, self.body_timeout = read_deadlines()
-        # As the application names itself (seckill.config's Settings.instance), in this process.
-        self.seckill_instance = (os.environ.get("SECKILL_INSTANCE")
-                                 or f"{os.uname().nodename}:{os.getpid()}")
+        self.seckill_instance = instance_name()  # as the application names this process
         super().init_process()
 
     def handle(self, listener: Any, client: Any, addr: Any) -> None:
