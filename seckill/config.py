@@ -226,6 +226,9 @@ class Settings:
     # SECKILL_METRICS_TOKEN: a token that opens GET /metrics and nothing else, so that the
     # scraper does not hold the operator token (which opens /metrics too); None: unset.
     metrics_token: str | None = None
+    # SECKILL_METRICS_INTERVAL: the longest a /metrics body is kept by a process, and the
+    # store's numbers shared by the deployment, before they are read again (seconds).
+    metrics_interval: float = 1.0
     # Where the key that seals the secrets the database holds comes from (data_keys below).
     data_keys: DataKeys | None = None
     generated: tuple[str, ...] = ()
@@ -297,6 +300,7 @@ class Settings:
             person_canon=_choice(env, "SECKILL_PERSON_CANON", "exact", ("exact", "nfkc_casefold")),
             payment_webhook_secret=_webhook_secret(env, "SECKILL_PAYMENT_WEBHOOK_SECRET"),
             metrics_token=metrics_token,
+            metrics_interval=_float(env, "SECKILL_METRICS_INTERVAL", 1.0),
             data_keys=data_keys(env),
             behind_proxy=_bool(env, "SECKILL_BEHIND_PROXY", False),
             instance=instance_name(env),

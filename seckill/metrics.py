@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import threading
 import time
@@ -96,57 +95,138 @@ DEAD_LETTERS = Counter(
 )
 
 
-class Kept:
-    """The text of ``collectors`` (what is read from the store and the database at a scrape,
-    the same in every process), generated at most once every ``ttl`` seconds per process; a
-    scrape in between gets the last text. One reading at a time: a scrape that arrives during
-    it gets the last text at once (its numbers at most a reading's time older), so any number
-    of scrapers cost one reading a second and none waits behind a slow one; only a scrape
-    with no text yet waits for the first (the lock is gevent's in a gevent worker)."""
+class Shared(Protocol):
+    """Where the processes of a deployment share ``Kept``'s text (seckill.store.audit.shared):
+    each call may raise (the store is away), and :class:`Kept` then reads on its own."""
 
-    def __init__(self, *collectors: Collector, ttl: float = 1.0) -> None:
+    def fetch(self) -> tuple[float, bytes] | None:
+        """The shared text and when its reading began (Unix seconds); None: there is none."""
+
+    def claim(self) -> bool:
+        """Whether this process may read now (no other is reading)."""
+
+    def publish(self, taken: float, text: bytes) -> None:
+        """Share ``text``, read from ``taken``, and end this process's claim."""
+
+
+class Latest:
+    """A value made by ``make`` (given the last (made, value), it returns the new one and when
+    it was made, Unix seconds) and made again once it is ``ttl`` seconds old. One making at a
+    time: a caller that arrives during it gets the last value at once (at most a making's
+    time older), so any number of callers cost one making per ``ttl`` and none waits behind
+    a slow one; only a caller with no value yet waits for the first (the lock is gevent's in
+    a gevent worker)."""
+
+    def __init__(self, make: Callable[[tuple[float, bytes] | None], tuple[float, bytes]],
+                 ttl: float) -> None:
+        self.make = make
         self.ttl = ttl
-        self._registry = CollectorRegistry(auto_describe=False)
-        for collector in collectors:
-            self._registry.register(collector)
         self._lock = threading.Lock()
-        self._read_at = -math.inf
-        self._text: bytes | None = None
+        self._last: tuple[float, bytes] | None = None
 
-    def text(self) -> bytes:
-        """The collectors' text, read now if the last reading began ``ttl`` seconds ago and
-        no other is under way."""
-        kept = self._text
-        if kept is not None and (time.monotonic() - self._read_at < self.ttl
+    def get(self) -> bytes:
+        """The value, made now if it is ``ttl`` seconds old and no other making is under way."""
+        last = self._last
+        if last is not None and (time.time() - last[0] < self.ttl
                                  or not self._lock.acquire(blocking=False)):
-            return kept
-        if kept is None:
+            return last[1]
+        if last is None:
             self._lock.acquire()
         try:
-            now = time.monotonic()
-            if self._text is None or now - self._read_at >= self.ttl:
-                self._read_at = now  # from its start: a slow reading is not followed at once
-                self._text = generate_latest(self._registry)
-            return self._text
+            last = self._last
+            if last is None or time.time() - last[0] >= self.ttl:
+                last = self._last = self.make(last)
+            return last[1]
         finally:
             self._lock.release()
 
 
-def render(kept: Kept | None = None) -> tuple[bytes, str]:
-    """The ``/metrics`` body and its content type (every worker's numbers in multiprocess mode),
-    then ``kept``'s text."""
+class Kept:
+    """The text of ``collectors`` (what is read from the store and the database at a scrape,
+    the same in every process), read at most once every ``ttl`` seconds, as :class:`Latest`.
+    With ``shared``, once per ``ttl`` for the whole deployment: a process whose text is old
+    takes the shared one if it is newer; only if that is old too does it claim the reading,
+    and if another process has it, it keeps serving its own text (stale while reading). When
+    the store is away, each process reads on its own, as without ``shared`` (its census then
+    says so: ``seckill_redis_up`` 0, no stale numbers)."""
+
+    def __init__(self, *collectors: Collector, ttl: float = 1.0,
+                 shared: Shared | None = None) -> None:
+        self.shared = shared
+        self._registry = CollectorRegistry(auto_describe=False)
+        for collector in collectors:
+            self._registry.register(collector)
+        self._latest = Latest(self._read, ttl)
+
+    @property
+    def ttl(self) -> float:
+        """How long a text is served before it is read again, seconds."""
+        return self._latest.ttl
+
+    def text(self) -> bytes:
+        """The collectors' text, at most ``ttl`` seconds old unless a reading is under way."""
+        return self._latest.get()
+
+    def _read(self, last: tuple[float, bytes] | None) -> tuple[float, bytes]:
+        claimed = False
+        if self.shared is not None:
+            try:
+                found = self.shared.fetch()
+                if found is not None and (last is None or found[0] > last[0]):
+                    last = found
+                if last is not None and time.time() - last[0] < self.ttl:
+                    return last
+                claimed = self.shared.claim()
+                if not claimed and last is not None:
+                    return last
+            except Exception:  # a scrape never fails for it: read here, as unshared
+                logging.getLogger("seckill.metrics").debug("shared metrics unavailable",
+                                                           exc_info=True)
+        taken = time.time()  # from its start: a slow reading is not followed at once
+        text = generate_latest(self._registry)
+        if claimed and self.shared is not None:
+            try:
+                self.shared.publish(taken, text)
+            except Exception:  # the others read on their own once the claim lapses
+                logging.getLogger("seckill.metrics").debug("metrics not shared", exc_info=True)
+        return taken, text
+
+
+def own_text() -> bytes:
+    """This process's counters (every worker's in multiprocess mode) as Prometheus text."""
     multiproc_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if multiproc_dir:
         from prometheus_client import multiprocess
 
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry, path=multiproc_dir)
-        body = generate_latest(registry)
-    else:
-        body = generate_latest()
+        return generate_latest(registry)
+    return generate_latest()
+
+
+def render(kept: Kept | None = None) -> tuple[bytes, str]:
+    """The ``/metrics`` body, read now, and its content type (every worker's numbers in
+    multiprocess mode), then ``kept``'s text."""
+    body = own_text()
     if kept is not None:
         body += kept.text()
     return body, CONTENT_TYPE_LATEST
+
+
+class Scrape:
+    """The whole ``/metrics`` body, made at most once every ``ttl`` seconds per process (as
+    :class:`Latest`): merging the workers' counters and rendering them costs a few ms, which
+    a scraper every 100 ms would pay ten times a second in each process."""
+
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self, kept: Kept, ttl: float = 1.0) -> None:
+        self.kept = kept
+        self._latest = Latest(lambda last: (time.time(), own_text() + kept.text()), ttl)
+
+    def body(self) -> bytes:
+        """The body, at most ``ttl`` seconds old unless one is being made."""
+        return self._latest.get()
 
 
 # Webhooks (issue #27): read from the database at scrape time (the deliveries' rows and the

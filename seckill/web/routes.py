@@ -19,6 +19,7 @@ from seckill.domain.people import buyer
 from seckill.operator import activities, orders
 from seckill.services import Services
 from seckill.sql import deliveries
+from seckill.store.audit.shared import SharedText
 from seckill.store.plumbing.storage import read_storage
 from seckill.web import admission as admission_routes
 from seckill.web import blocks as blocks_routes
@@ -138,12 +139,14 @@ def _admin(limits: ColdLimits) -> Blueprint:
 
 def _service(found: Services) -> Blueprint:
     bp = Blueprint("service", __name__)
-    # What a scrape reads from the store and the database, read at most once a second in
-    # this process whoever scrapes (webhooks: issue #27's numbers).
-    scraped = metrics.Kept(
+    # What a scrape reads from the store and the database, read once per interval by one
+    # process of the deployment and shared through Redis; the whole body kept per process.
+    interval = found.settings.metrics_interval
+    scraped = metrics.Scrape(metrics.Kept(
         CensusCollector(found.census),
         metrics.WebhookCollector(lambda: deliveries.webhook_numbers(found.engine, now_ms())),
-        metrics.StorageCollector(lambda: read_storage(found.client, found.settings.data_dir)))
+        metrics.StorageCollector(lambda: read_storage(found.client, found.settings.data_dir)),
+        ttl=interval, shared=SharedText(found.client, found.keys)), ttl=interval)
 
     @bp.get("/healthz")
     def healthz() -> tuple[dict[str, Any], int]:
@@ -159,8 +162,7 @@ def _service(found: Services) -> Blueprint:
     @bp.get("/metrics")
     @edge.filters(edge.SCRAPER)
     def metrics_view() -> Response:
-        body, content_type = metrics.render(scraped)
-        return Response(body, content_type=content_type)
+        return Response(scraped.body(), content_type=scraped.content_type)
 
     @bp.get("/openapi.json")
     def openapi() -> Response:

@@ -164,6 +164,16 @@ class KeySpace:
                 self.packets(aid), self.amounts(aid), self.holds(aid), self.payments(aid),
                 self.items(aid)]
 
+    def metrics_kept(self) -> str:
+        """String: ``<taken ms>\n<text>``, the store's numbers as /metrics shows them, read by
+        one process of the deployment and shared by all (seckill.store.audit.shared)."""
+        return f"{self.prefix}:{{metrics}}:kept"
+
+    def metrics_reading(self) -> str:
+        """String with a lease: the process reading the numbers of ``metrics_kept`` now (same
+        hash tag: both are written in one pipeline on a cluster)."""
+        return f"{self.prefix}:{{metrics}}:reading"
+
     def stock_returned_channel(self) -> str:
         """Pub/sub: an activity id is published here when units come back (cancel, restock),
         so that every process drops its sold-out flag for it."""
