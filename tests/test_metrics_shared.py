@@ -5,6 +5,7 @@ server's own ``INFO commandstats`` (each reading asks ``XINFO GROUPS`` of every 
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -27,6 +28,10 @@ def _scrape(app: Any) -> bytes:
     response = app.test_client().get("/metrics", headers=METRICS)
     assert response.status_code == 200
     return bytes(response.get_data())
+
+
+def _sold_one(app: Any, aid: str) -> bool:
+    return _sold(_scrape(app), aid) == "1.0"
 
 
 def _sold(text: bytes, aid: str) -> str:
@@ -61,7 +66,7 @@ def test_two_scraped_processes_read_about_once_per_interval_between_them(make_ap
     assert buy(client, aid, "u1").status_code == 200
     # Both see the sale move on within an interval or two (stale while reading) ...
     for app in apps:
-        wait_until(lambda app=app: _sold(_scrape(app), aid) == "1.0", 10, what="sold 1")
+        wait_until(functools.partial(_sold_one, app, aid), 10, what="sold 1")
     while time.monotonic() - started < 5:  # ... and both are scraped every 50 ms
         for app in apps:
             _scrape(app)
