@@ -33,18 +33,17 @@
 -- @include sale_window
 -- @include variant_return
 
-local meta = redis.call('HMGET', KEYS[1], 'remaining', 'total', 'kind', 'unlimited',
-  'variants')
-if not meta[1] then
+local remaining, total, kind, unlimited, variants = unpack(redis.call('HMGET', KEYS[1],
+  'remaining', 'total', 'kind', 'unlimited', 'variants'))
+if not remaining then
   return {'uninitialized'}
 end
-local remaining = tonumber(meta[1])
-local total = tonumber(meta[2])
-local packets = meta[3] == 'packets'
-if not packets and not meta[4] then
+remaining, total = tonumber(remaining), tonumber(total)
+local packets = kind == 'packets'
+if not packets and not unlimited then
   return {'unmigrated'}
 end
-local unlimited = meta[4] == '1'
+unlimited = unlimited == '1'
 local order_id, uid, qty = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
 local live = redis.call('HGET', KEYS[2], uid)
@@ -68,7 +67,7 @@ if packets then
 end
 
 local items = nil
-if meta[5] then
+if variants then
   items = KEYS[9] and redis.call('HGET', KEYS[9], order_id)
   if not items then
     return {'no_items'}

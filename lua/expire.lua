@@ -21,14 +21,15 @@
 -- @include sale_window
 -- @include variant_return
 
-local meta = redis.call('HMGET', KEYS[1], 'remaining', 'kind', 'unlimited', 'variants')
-if not meta[1] then
+local remaining, kind, unlimited, variants = unpack(redis.call('HMGET', KEYS[1], 'remaining',
+  'kind', 'unlimited', 'variants'))
+if not remaining then
   return {'uninitialized'}
 end
-local packets = meta[2] == 'packets'
+local packets = kind == 'packets'
 -- Only the flag says unlimited (purchase.lua): a counted activity gets its units back even if
 -- its counter reads negative (then it is inconsistent, and refuses to sell until repaired).
-local counted = meta[3] ~= '1'
+local counted = unlimited ~= '1'
 local now_ms = redis_now_ms()
 local due = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now_ms, 'WITHSCORES', 'LIMIT', 0,
   tonumber(ARGV[2]))
@@ -63,7 +64,7 @@ for i = 1, #due, 2 do
       if counted then
         redis.call('HINCRBY', KEYS[1], 'remaining', back)
       end
-      local items = meta[4] and KEYS[10] and redis.call('HGET', KEYS[10], order_id)
+      local items = variants and KEYS[10] and redis.call('HGET', KEYS[10], order_id)
       if items then
         return_units(items)
       end

@@ -32,26 +32,40 @@
 --   {"uninitialized"}                         the meta hash is missing: Redis lost it
 --   {"inconsistent", total, remaining, sold, listed}  the counters disagree: refused
 --
--- The same opening as purchase.lua (include/sale_opening.lua: rate, existence, kind, window
--- on Redis's clock), then the buyer
--- (a winner repeating after the last packet went still learns their order and amount), then
--- the packet. The list is the authority on what is left: a packet exists only in the list or
--- in the amounts hash, never in both, never in neither (cancel.lua pushes it back). Amounts
--- stay strings end to end, so no number formatting can alter them. The counters are checked
--- on every grab, at O(1), as purchase.lua checks a stock's: total = remaining + sold, none
--- negative, and the list holds `remaining` packets; when they disagree nothing is handed out
--- until `seckill reconcile --repair` has made them agree with the database.
+-- The same opening as purchase.lua (include/sale_opening.lua: deadline, rate, existence,
+-- kind, window on Redis's clock, pause), then the buyer (a winner repeating after the last
+-- packet went still learns their order and amount), then the packet. The list is the authority on
+-- what is left: a packet exists only in the list or in the amounts hash, never in both, never in
+-- neither (cancel.lua pushes it back). Amounts stay strings end to end, so no number formatting
+-- can alter them. The counters are checked on every grab, at O(1), as purchase.lua checks a
+-- stock's: total = remaining + sold, none negative, and the list holds `remaining` packets; when
+-- they disagree nothing is handed out until `seckill reconcile --repair` has made them agree with
+-- the database.
 
-local sale_kind = 'packets'
-local sale_fields = {'payment_window', 'total', 'remaining', 'sold'}
+-- @include sale_window
+-- @include rate_limit
 -- @include sale_opening
 -- @include payment_hold
+
+local now_ms = redis_now_ms()
+local refused = sale_admits(now_ms)
+if refused then
+  return refused
+end
+-- The activity's fields, read once, by name: as HMGET gives them, strings or false (absent).
+local starts_ms, ends_ms, kind, paused, payment_window, total, remaining, sold =
+  unpack(redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'kind', 'paused',
+    'payment_window', 'total', 'remaining', 'sold'))
+refused = sale_closed('packets', starts_ms, ends_ms, kind, paused, now_ms)
+if refused then
+  return refused
+end
 do
-  local total, remaining, sold = tonumber(meta[5]), tonumber(meta[6]), tonumber(meta[7])
+  local total_n, remaining_n, sold_n = tonumber(total), tonumber(remaining), tonumber(sold)
   local listed = redis.call('LLEN', KEYS[4])
-  if not (total and remaining and sold) or remaining < 0 or sold < 0
-      or remaining + sold ~= total or listed ~= remaining then
-    return {'inconsistent', meta[5] or '', meta[6] or '', meta[7] or '', listed}
+  if not (total_n and remaining_n and sold_n) or remaining_n < 0 or sold_n < 0
+      or remaining_n + sold_n ~= total_n or listed ~= remaining_n then
+    return {'inconsistent', total or '', remaining or '', sold or '', listed}
   end
 end
 
@@ -64,8 +78,9 @@ end
 if ARGV[2] ~= '1' then
   return {'bad_quantity', 1}
 end
-local hold, refusal = payment_hold(tonumber(meta[4]), 6,
-  #KEYS - (#ARGV - rate_argv_offset) / 2, uid, now_ms)
+-- The script's last key before the rate counters.
+local hold, refusal = payment_hold(tonumber(payment_window), 6, #KEYS - (#ARGV - 4) / 2, uid,
+  now_ms)
 if refusal then
   return refusal
 end
@@ -75,7 +90,7 @@ if not amount then
   return {'sold_out'}
 end
 
-local remaining = redis.call('HINCRBY', KEYS[1], 'remaining', -1)
+remaining = redis.call('HINCRBY', KEYS[1], 'remaining', -1)
 redis.call('HINCRBY', KEYS[1], 'sold', 1)
 redis.call('HINCRBY', KEYS[1], 'amount_given', amount)
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)

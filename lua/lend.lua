@@ -21,14 +21,16 @@
 -- once (its `received` hash), so none is counted twice. Activity total = sum of the parts'
 -- totals + sum(lent) - sum(borrowed).
 
-local meta = redis.call('HMGET', KEYS[1], 'remaining', 'total', 'held', 'sold')
-if not meta[1] then
+local remaining_s, total_s, held_s, sold_s = unpack(redis.call('HMGET', KEYS[1], 'remaining',
+  'total', 'held', 'sold'))
+if not remaining_s then
   return {'uninitialized'}
 end
-local remaining = tonumber(meta[1])
-local total, held, sold = tonumber(meta[2]), tonumber(meta[3] or 0), tonumber(meta[4] or 0)
+local remaining = tonumber(remaining_s)
+local total, held, sold = tonumber(total_s), tonumber(held_s or 0), tonumber(sold_s or 0)
 if not total or remaining < 0 or held < 0 or sold < 0 or remaining + held + sold ~= total then
-  return {'inconsistent', meta[2] or '', meta[1], meta[3] or '0', meta[4] or '0'}
+  -- As read (strings), so the operator sees what Redis holds.
+  return {'inconsistent', total_s or '', remaining_s, held_s or '0', sold_s or '0'}
 end
 local done = redis.call('HGET', KEYS[2], ARGV[1])
 if done then

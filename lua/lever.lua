@@ -21,26 +21,27 @@
 --         {"uninitialized"}: the meta hash is missing (Redis lost the activity)
 
 local field = ARGV[1]
-local meta = redis.call('HMGET', KEYS[1], 'ends_ms', field, field .. '_v')
-if not meta[1] then
+local ends_ms, current, stored_v = unpack(redis.call('HMGET', KEYS[1], 'ends_ms', field,
+  field .. '_v'))
+if not ends_ms then
   return {'uninitialized'}
 end
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local stored_v = tonumber(meta[3] or 0)
+stored_v = tonumber(stored_v or 0)
 local version = tonumber(ARGV[3])
 if field == 'total' then
   -- One restock after another here: each version above the last and the clock's microsecond.
   version = math.max(stored_v + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
   redis.call('HSET', KEYS[1], 'total_v', version)
-  return {'ok', version, meta[2]}
+  return {'ok', version, current}
 end
 if stored_v > version then
-  return {'superseded', stored_v, meta[2] or ''}
+  return {'superseded', stored_v, current or ''}
 end
 local value = ARGV[2]
 if field == 'ends_ms' then
-  local ends_ms = tonumber(meta[1])
+  ends_ms = tonumber(ends_ms)
   if ends_ms <= now_ms then
     return {'ended', ends_ms}
   end

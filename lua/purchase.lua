@@ -24,7 +24,7 @@
 -- then the per-user rate limit's counters, ARGV[5..] its rates (include/rate_limit.lua)
 --
 -- <tag> is the activity id, or for part j of a sharded activity the part's tag (seckill/
--- store/shards.py); a sharded purchase always runs on the buyer's home part.
+-- store/plumbing/shards.py); a sharded purchase always runs on the buyer's home part.
 --
 -- Returns a flat array, first element the outcome:
 --   {"expired", ms}                    past the deadline by ms: nothing at all was done
@@ -55,16 +55,15 @@
 --   {"in_progress"}                    this buyer's claim is younger than CLAIM_LEASE_MS:
 --                                      another of their purchases is borrowing right now
 --
--- Unlimited is the flag `unlimited`, never a value of a counter: a torn AOF replayed twice
--- once left a limited activity with `remaining -1` (what "unlimited" used to be stored as),
--- and it sold 502 of 500. So a counted activity's counters are checked on every purchase, at
--- O(1) from the same HMGET: total = remaining + held + sold, none negative (held is 0
--- unsharded); when they disagree nothing is sold until `seckill reconcile --repair` has made
--- them agree with the database.
+-- Unlimited is the flag `unlimited`, never a value of a counter (docs/failure-behaviour.md,
+-- "Counters that disagree stop the sale", says why). A counted activity's counters are checked on
+-- every purchase, at O(1) from the same HMGET: total = remaining + held + sold, none negative
+-- (held is 0 unsharded); when they disagree nothing is sold until `seckill reconcile
+-- --repair` has made them agree with the database.
 --
--- The opening checks (rate, existence, kind, window on Redis's clock) are include/
--- sale_opening.lua, shared with grab.lua. The buyer check comes before the stock check so
--- that a winner repeating the purchase after the sale sold out still learns their order id.
+-- The opening checks (deadline, rate, existence, kind, window on Redis's clock, pause) are
+-- include/sale_opening.lua's, shared with grab.lua. The buyer check comes before the stock check
+-- so that a winner repeating the purchase after the sale sold out still learns their order id.
 --
 -- Sharded invariants (each part, after every script): total = remaining + held + sold, all
 -- >= 0; a user has at most one of {order, claim}, both on their home part only, so one
@@ -74,42 +73,58 @@
 
 local CLAIM_LEASE_MS = 10000
 local NO_WRITES = {}  -- a single item's: no variant counters
-local sale_kind = 'stock'
-local sale_fields = {'per_user_limit', 'remaining', 'shards', 'payment_window', 'unlimited',
-  'total', 'sold', 'held', 'variants'}
--- The quantity, read once (tonumber is a strtod in Valkey's Lua). One variant, the common
--- purchase on an activity with variants: its items are this one match (already canonical),
--- and its counters are read in the same HMGET as the activity's fields (meta[13..15], before
--- `paused`), not in one more.
-local qty = tonumber(ARGV[2])
-local one_variant, one_item = nil, nil
-if not qty then
-  local vid, n = string.match(ARGV[2], '^([%w_-]+):([1-9]%d*)$')
-  if vid then
-    one_variant, one_item = 'v:' .. vid .. ':', {vid, tonumber(n)}
-    sale_fields[10] = one_variant .. 'remaining'
-    sale_fields[11] = one_variant .. 'sold'
-    sale_fields[12] = one_variant .. 'total'
-  end
-end
+local NO_FIELDS = {}  -- likewise: no variant fields read
+-- @include sale_window
+-- @include rate_limit
 -- @include sale_opening
 -- @include variant_purchase
 -- @include record_order
 -- @include payment_hold
-if not meta[8] then
-  return {'unmigrated'}
+
+local now_ms = redis_now_ms()
+local refused = sale_admits(now_ms)
+if refused then
+  return refused
 end
-local unlimited = meta[8] == '1'
-local per_user_limit = tonumber(meta[4])
-local remaining = tonumber(meta[5])
-local shards = tonumber(meta[6] or 1)
-if not unlimited then
-  local total, sold, held_all = tonumber(meta[9]), tonumber(meta[10]), tonumber(meta[11] or 0)
-  if not (remaining and total and sold and held_all) or remaining < 0 or sold < 0
-      or held_all < 0 or remaining + held_all + sold ~= total then
-    return {'inconsistent', meta[9] or '', meta[5] or '', meta[10] or '', meta[11] or '0'}
+
+-- The quantity, read once (tonumber is a strtod in Valkey's Lua). One variant, the common
+-- purchase on an activity with variants: its items are this one match (already canonical),
+-- and its counters are read in the same HMGET as the activity's fields, not in one more.
+local qty = tonumber(ARGV[2])
+local one_variant, one_item, variant_fields = nil, nil, NO_FIELDS
+if not qty then
+  local vid, n = string.match(ARGV[2], '^([%w_-]+):([1-9]%d*)$')
+  if vid then
+    one_variant, one_item = 'v:' .. vid .. ':', {vid, tonumber(n)}
+    variant_fields = {one_variant .. 'remaining', one_variant .. 'sold', one_variant .. 'total'}
   end
 end
+
+-- The activity's fields, read once, by name: as HMGET gives them, strings or false (absent).
+local starts_ms, ends_ms, kind, paused, per_user_limit, remaining, shards, payment_window,
+    unlimited_flag, total, sold, held_all, variants, v_remaining, v_sold, v_total =
+  unpack(redis.call('HMGET', KEYS[1], 'starts_ms', 'ends_ms', 'kind', 'paused',
+    'per_user_limit', 'remaining', 'shards', 'payment_window', 'unlimited', 'total', 'sold',
+    'held', 'variants', unpack(variant_fields)))
+refused = sale_closed('stock', starts_ms, ends_ms, kind, paused, now_ms)
+if refused then
+  return refused
+end
+if not unlimited_flag then
+  return {'unmigrated'}
+end
+local unlimited = unlimited_flag == '1'
+per_user_limit = tonumber(per_user_limit)
+shards = tonumber(shards or 1)
+local left = tonumber(remaining)
+if not unlimited then
+  local total_n, sold_n, held_n = tonumber(total), tonumber(sold), tonumber(held_all or 0)
+  if not (left and total_n and sold_n and held_n) or left < 0 or sold_n < 0 or held_n < 0
+      or left + held_n + sold_n ~= total_n then
+    return {'inconsistent', total or '', remaining or '', sold or '', held_all or '0'}
+  end
+end
+remaining = left
 
 -- A person's purchase: split at the '|' the plain find found (string.sub twice; a pattern
 -- match cost the split about twice as much).
@@ -122,18 +137,20 @@ local existing = redis.call('HGET', KEYS[2], uid)
 if existing then
   return {'already_purchased', existing}
 end
-local hold, refusal = payment_hold(tonumber(meta[7]), (shards > 1 or meta[12]) and 5 or 4,
-  #KEYS - (#ARGV - rate_argv_offset) / 2, uid, now_ms)
+-- The script's last key before the rate counters.
+local last_key = #KEYS - (#ARGV - 4) / 2
+local hold, refusal = payment_hold(tonumber(payment_window), (shards > 1 or variants) and 5 or 4,
+  last_key, uid, now_ms)
 if refusal then
   return refusal
 end
 
 local items, encoded = nil, nil
-if meta[12] then  -- variants: the items name what is bought
+if variants then  -- the items name what is bought
   if qty then
     return {'variant_required'}
   end
-  if #KEYS - (#ARGV - rate_argv_offset) / 2 < 4 then
+  if last_key < 4 then
     return {'variant_keys'}
   end
   if one_item then
@@ -168,8 +185,8 @@ if shards > 1 and not unlimited then
     redis.call('HINCRBY', KEYS[1], 'held', remaining)
     held = held + remaining
     -- Unique across the parts (a donor keys its transfers by claim id): part j numbers its
-    -- claims j+n, j+2n, ... as it numbers its orders. Two parts' first claims in the same
-    -- millisecond once shared an id, and a donor's answer to one was taken by both.
+    -- claims j+n, j+2n, ... as it numbers its orders, so two parts' first claims in the same
+    -- millisecond never share an id.
     local part = tonumber(redis.call('HGET', KEYS[1], 'part') or 0)
     local claim_id = now_ms .. ':' .. (redis.call('HINCRBY', KEYS[1], 'claims', 1) * shards + part)
     redis.call('HSET', KEYS[4], uid, claim_id .. '|' .. held)
@@ -185,9 +202,7 @@ if unlimited then
 else
   local writes = nil  -- with variants: their new counters, written with the activity's
   if items then
-    local refused
-    refused, writes = take_variants(items, remaining,
-      one_variant and {meta[13], meta[14], meta[15], one_variant})
+    refused, writes = take_variants(items, remaining, one_variant, v_remaining, v_sold, v_total)
     if refused then
       return refused
     end
@@ -201,7 +216,7 @@ else
   if shards == 1 then
     -- Every counter in one write, after every check: read by this same script's HMGET,
     -- nothing ran between (an HINCRBY per counter was a command each, each in the AOF).
-    redis.call('HSET', KEYS[1], 'remaining', remaining - qty, 'sold', tonumber(meta[10]) + qty,
+    redis.call('HSET', KEYS[1], 'remaining', remaining - qty, 'sold', tonumber(sold) + qty,
       unpack(writes or NO_WRITES))
     remaining = remaining - qty
   else  -- a part of a sharded activity: what a claim held comes back first

@@ -14,15 +14,21 @@
 -- {"already_purchased", order id} {"hold_expired", order id} {"already_joined"}
 -- {"uninitialized"} {"first_come"}
 
+-- @include sale_window
 -- @include queue_view
 
 local LATE_BASE = 4503599627370496  -- 2^52
 
-local user = ARGV[1]
-if now_ms < opens_ms then
-  return {'not_open', opens_ms}
+local q, refused = queue_state()
+if refused then
+  return refused
 end
-if now_ms >= ends_ms then
+local now_ms = q.now_ms
+local user = ARGV[1]
+if now_ms < q.opens_ms then
+  return {'not_open', q.opens_ms}
+end
+if now_ms >= q.ends_ms then
   return {'ended'}
 end
 local order_id = redis.call('HGET', KEYS[2], user)
@@ -40,13 +46,13 @@ if account and account ~= '' then
     return {'already_joined'}
   end
 end
-advance(tonumber(ARGV[2]))
+advance(q, tonumber(ARGV[2]))
 if not redis.call('ZSCORE', KEYS[3], user) and not redis.call('ZSCORE', KEYS[4], user) then
-  if now_ms < starts_ms then
+  if now_ms < q.starts_ms then
     redis.call('ZADD', KEYS[3], ARGV[3], user)
-  elseif admission == 'draw' then
+  elseif q.admission == 'draw' then
     return {'entries_closed'}
-  elseif remaining == 0 then
+  elseif q.remaining == 0 then
     return {'sold_out'}
   else
     local arrival = redis.call('HINCRBY', KEYS[1], 'queue_seq', 1)
@@ -56,6 +62,6 @@ if not redis.call('ZSCORE', KEYS[3], user) and not redis.call('ZSCORE', KEYS[4],
   if account and account ~= '' then
     redis.call('HSET', KEYS[7], user, account)
   end
-  advance(tonumber(ARGV[2]))
+  advance(q, tonumber(ARGV[2]))
 end
-return view(user, account)
+return view(q, user, account)

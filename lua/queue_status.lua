@@ -10,11 +10,16 @@
 -- Returns the view of include/queue_view.lua, or {"uninitialized"} (Redis lost the activity)
 -- or {"first_come"} (no queue here).
 
+-- @include sale_window
 -- @include queue_view
 
+local q, refused = queue_state()
+if refused then
+  return refused
+end
 local user = ARGV[1]
 if ARGV[3] == 'forget' and redis.call('HEXISTS', KEYS[2], user) == 1 then
   redis.call('ZREM', KEYS[4], user)
 end
-advance(tonumber(ARGV[2]))
-return view(user, ARGV[4])
+advance(q, tonumber(ARGV[2]))
+return view(q, user, ARGV[4])

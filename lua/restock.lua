@@ -21,31 +21,31 @@
 --                                       missing, given without variants, or not a variant
 --   {"insufficient_stock", remaining}   also: removing more than the variant has unsold
 
-local meta = redis.call('HMGET', KEYS[1], 'total', 'remaining', 'kind', 'unlimited', 'sold',
-  'held', 'variants')
-if not meta[1] then
+local total, remaining, kind, unlimited, sold, held, variants = unpack(redis.call('HMGET',
+  KEYS[1], 'total', 'remaining', 'kind', 'unlimited', 'sold', 'held', 'variants'))
+if not total then
   return {'uninitialized'}
 end
-if meta[3] and meta[3] ~= 'stock' then
+if kind and kind ~= 'stock' then
   return {'not_countable'}
 end
-if not meta[4] then
+if not unlimited then
   return {'unmigrated'}
 end
-if meta[4] == '1' then
+if unlimited == '1' then
   return {'not_countable'}
 end
-local total, remaining = tonumber(meta[1]), tonumber(meta[2])
-local sold, held = tonumber(meta[5] or 0), tonumber(meta[6] or 0)
+total, remaining = tonumber(total), tonumber(remaining)
+sold, held = tonumber(sold or 0), tonumber(held or 0)
 if remaining < 0 or sold < 0 or held < 0 or remaining + held + sold ~= total then
   return {'inconsistent'}
 end
 local add = tonumber(ARGV[1])
 local vid, v = ARGV[3], nil
-if meta[7] and not vid then
+if variants and not vid then
   return {'variant_required'}
 elseif vid and vid ~= '' then
-  if not meta[7] then
+  if not variants then
     return {'no_variants'}
   end
   v = 'v:' .. vid .. ':'

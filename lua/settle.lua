@@ -34,8 +34,9 @@ local SETTLE_LIMIT_MS = 60000
 -- @include receive_units
 -- @include payment_hold
 
-local meta = redis.call('HMGET', KEYS[1], 'remaining', 'shards', 'payment_window')
-if not meta[1] then
+local remaining, shards, payment_window = unpack(redis.call('HMGET', KEYS[1], 'remaining',
+  'shards', 'payment_window'))
+if not remaining then
   return {'uninitialized'}
 end
 local now_ms = redis_now_ms()
@@ -46,7 +47,7 @@ end
 for i = 6, #ARGV - 1, 2 do
   receive_units(KEYS[5], claim_id, ARGV[i], tonumber(ARGV[i + 1]))
 end
-local remaining = tonumber(redis.call('HGET', KEYS[1], 'remaining'))
+remaining = tonumber(redis.call('HGET', KEYS[1], 'remaining'))  -- after the units received
 
 local qty = tonumber(ARGV[2])
 local uid, account = string.match(ARGV[1], '^([^|]*)|(.*)$')
@@ -79,13 +80,13 @@ if remaining + held < qty then
   end
   return {'insufficient_stock', remaining}
 end
-local hold, refusal = payment_hold(tonumber(meta[3]), 6, #KEYS, uid, now_ms)
+local hold, refusal = payment_hold(tonumber(payment_window), 6, #KEYS, uid, now_ms)
 if refusal then  -- nothing sold: the claim's units go back to this part's stock
   redis.call('HINCRBY', KEYS[1], 'remaining', held)
   return refusal
 end
 remaining = redis.call('HINCRBY', KEYS[1], 'remaining', held - qty)
-local order_id = record_order(uid, qty, ARGV[3], now_ms, tonumber(meta[2]), hold, account)
+local order_id = record_order(uid, qty, ARGV[3], now_ms, tonumber(shards), hold, account)
 if hold then
   return {'ok', order_id, remaining, hold[3]}
 end

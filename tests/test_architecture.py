@@ -53,8 +53,8 @@ def test_lua_is_found_in_one_place_and_the_sale_scripts_share_their_opening() ->
     for name in ("purchase", "grab"):
         source = lua_source(name)
         assert "-- @include" not in source, name
-        assert "sale_opening.lua (included at the top" in source, name
-        assert "local function over_rate_limit()" in source, name
+        assert "sale_opening.lua (included by purchase.lua and grab.lua)" in source, name
+        assert "local function rate_limited(argv_offset)" in source, name
         assert "local function outside_window(" in source, name
 
 

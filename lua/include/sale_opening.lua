@@ -1,5 +1,5 @@
--- sale_opening.lua (included at the top of purchase.lua and grab.lua): what a sale script
--- checks first, in this order, returning at once on any of them:
+-- sale_opening.lua (included by purchase.lua and grab.lua): what a sale script checks first,
+-- in this order, answering at once on any of them:
 --   0. the request's decision deadline (ARGV[4], epoch ms on Redis's clock; 0: none) has not
 --      passed                                           {"expired", ms past it}
 --   1. the per-user rate (include/rate_limit.lua)        {"rate_limited", ms}
@@ -12,36 +12,35 @@
 --
 -- The deadline comes first, before the rate is counted: a request whose buyer may already have
 -- been told it failed (nginx gave up on it) changes nothing at all, so "none" stays true.
+-- The includer also includes sale_window and rate_limit; ARGV[1..4] are its own (user,
+-- quantity, activity id, deadline), the rates follow.
 --
--- Before the include the script sets `sale_kind` ("stock" or "packets") and `sale_fields`,
--- the meta fields it reads besides these. After it, `meta` holds starts_ms, ends_ms, kind,
--- then `sale_fields` in order, and `now_ms` is Redis's time in milliseconds. KEYS[1] is the
--- meta hash; ARGV[1..4] are the script's own (user, quantity, activity id, deadline).
+-- sale_admits(now_ms) -> nil, or the refusal of steps 0 and 1 (before the meta hash is read)
+-- sale_closed(sale_kind, starts_ms, ends_ms, kind, paused, now_ms) -> nil, or the refusal of
+--   steps 2 to 5: the meta hash's fields as HMGET read them (false when absent); `sale_kind`
+--   "stock" or "packets", the script's.
 
-local rate_argv_offset = 4
--- @include sale_window
-local now_ms = redis_now_ms()
-local deadline_ms = tonumber(ARGV[4]) or 0
-if deadline_ms > 0 and now_ms > deadline_ms then
-  return {'expired', now_ms - deadline_ms}
+local function sale_admits(now_ms)
+  local deadline_ms = tonumber(ARGV[4]) or 0
+  if deadline_ms > 0 and now_ms > deadline_ms then
+    return {'expired', now_ms - deadline_ms}
+  end
+  return rate_limited(4)
 end
--- @include rate_limit
 
--- The pause is read in the same HMGET, last (after the script's own fields).
-local meta_fields = {'starts_ms', 'ends_ms', 'kind', unpack(sale_fields)}
-local paused_at = #meta_fields + 1
-meta_fields[paused_at] = 'paused'
-local meta = redis.call('HMGET', KEYS[1], unpack(meta_fields))
-if not meta[1] then
-  return {'uninitialized'}
-end
-if (meta[3] or 'stock') ~= sale_kind then
-  return {'wrong_kind', meta[3] or 'stock'}
-end
-local closed = outside_window(tonumber(meta[1]), tonumber(meta[2]), now_ms)
-if closed then
-  return closed
-end
-if meta[paused_at] == '1' then
-  return {'paused'}
+local function sale_closed(sale_kind, starts_ms, ends_ms, kind, paused, now_ms)
+  if not starts_ms then
+    return {'uninitialized'}
+  end
+  if (kind or 'stock') ~= sale_kind then
+    return {'wrong_kind', kind or 'stock'}
+  end
+  local closed = outside_window(tonumber(starts_ms), tonumber(ends_ms), now_ms)
+  if closed then
+    return closed
+  end
+  if paused == '1' then
+    return {'paused'}
+  end
+  return nil
 end

@@ -1,30 +1,30 @@
--- variant_purchase.lua (included by purchase.lua): a purchase on an activity with variants
--- (issue #26). The activity's meta hash lists its variants (`variants`: ids, comma-separated)
--- and holds each one's counters next to its own: v:<vid>:total, v:<vid>:remaining,
--- v:<vid>:sold (and v:<vid>:returned, bumped whenever units come back to it). The activity's
--- total, remaining and sold are the sums of its variants', so every check of the activity's
--- counters (purchase.lua's, cancel.lua's, the queue's bound) holds unchanged; each variant's
--- own total = remaining + sold holds the same way, moved in the same steps.
+-- variant_purchase.lua (included by purchase.lua): a purchase on an activity with variants.
+-- The activity's meta hash lists its variants (`variants`: ids, comma-separated) and holds
+-- each one's counters next to its own: v:<vid>:total, v:<vid>:remaining, v:<vid>:sold (and
+-- v:<vid>:returned, bumped whenever units come back to it). The activity's total,
+-- remaining and sold are the sums of its variants', so every check of the activity's counters
+-- (purchase.lua's, cancel.lua's, the queue's bound) holds unchanged; each variant's own total =
+-- remaining + sold holds the same way, moved in the same steps.
 --
 -- The gateway passes the items in the quantity's place (ARGV[2]) as "<vid>:<n>,<vid>:<n>",
 -- and the activity's items hash (vid list per order id) as KEYS[4] (a variant activity is
 -- never sharded: KEYS[4] is a sharded part's claims otherwise). A single-item purchase never
 -- runs any of this.
 --
--- variant_items(text) -> items, units, encoded   (items: {vid, n, vid, n, ...})
+-- variant_items(text, per_user_limit) -> items, units, encoded   (items: {vid, n, vid, n, ...})
 --   or nil, nil, refusal: {"bad_quantity", ...} for a malformed list (a variant twice, a
 --   quantity of 0); the gateway has refused those already. (One variant, "<vid>:<n>", is
 --   matched at purchase.lua's top and never comes here.)
--- take_variants(items, remaining, read) -> nil, writes once every item can be taken from its
---   variant, or the refusal: {"unknown_variant", vid}; {"sold_out"} (the activity has no unit
---   left); {"variant_sold_out", vid, left} (that variant has fewer than asked while the
---   activity has units); {"inconsistent", "v:<vid>", total, remaining, sold} (its counters
---   disagree). It writes nothing: `writes` is the variants' new counters as field/value pairs,
---   which purchase.lua writes in the same HSET as the activity's remaining and sold, after its
---   own checks of the activity's counters (all or nothing by construction: one write, after
---   every check). `read` (one variant only; nil: read here) is {that variant's remaining,
---   sold, total} as purchase.lua read them in its HMGET of the meta hash, and its fields'
---   prefix "v:<vid>:".
+-- take_variants(items, remaining, v, v_left, v_sold, v_total) -> nil, writes once every item
+--   can be taken from its variant, or the refusal: {"unknown_variant", vid}; {"sold_out"} (the
+--   activity has no unit left); {"variant_sold_out", vid, left} (that variant has fewer than asked
+--   while the activity has units); {"inconsistent", "v:<vid>", total, remaining, sold} (its
+--   counters disagree). It writes nothing: `writes` is the variants' new counters as field/value
+--   pairs, which purchase.lua writes in the same HSET as the activity's remaining and sold, after
+--   its own checks of the activity's counters (all or nothing by construction: one write, after
+--   every check). `v` (one variant only; nil: its counters are read here) is that variant's
+--   fields' prefix "v:<vid>:", and v_left, v_sold, v_total its remaining, sold and total as
+--   purchase.lua read them in its HMGET of the meta hash (one read, not two).
 
 local function variant_items(text, per_user_limit)
   local items, units, seen, parts = {}, 0, {}, {}
@@ -57,15 +57,15 @@ local function check_variant(vid, n, raw_left, raw_sold, raw_total)
   return nil, left, sold
 end
 
-local function take_variants(items, remaining, read)
-  if read then  -- one variant, its counters read in purchase.lua's HMGET: no loop, no HMGET
-    local vid, n, v = items[1], items[2], read[4]
-    if not read[1] then
+local function take_variants(items, remaining, v, v_left, v_sold, v_total)
+  if v then  -- one variant, its counters read in purchase.lua's HMGET: no loop, no HMGET
+    local vid, n = items[1], items[2]
+    if not v_left then
       return {'unknown_variant', vid}
     elseif remaining == 0 then
       return {'sold_out'}
     end
-    local refused, left, sold = check_variant(vid, n, read[1], read[2], read[3])
+    local refused, left, sold = check_variant(vid, n, v_left, v_sold, v_total)
     if refused then
       return refused
     end

@@ -17,7 +17,7 @@ import redis
 from redis.commands.core import Script
 
 from seckill.store.plumbing.connection import Client
-from seckill.store.plumbing.scripts import lua_source
+from seckill.store.plumbing.scripts import Scripts
 from seckill.store.sale.recovery import ORDERS_GROUP as GROUP
 
 
@@ -43,8 +43,8 @@ def trim(client: Client, stream: str) -> None:
 class Roster:
     """Removes the group's consumers that are gone (``lua/forget_consumers.lua``)."""
 
-    def __init__(self, client: Client) -> None:
-        self.script: Script = client.register_script(lua_source("forget_consumers"))
+    def __init__(self, scripts: Scripts) -> None:
+        self.script: Script = scripts.forget_consumers
 
     def forget_dead(self, stream: str, idle_ms: int, keep: str) -> list[str]:
         """Remove the consumers of ``stream`` silent for ``idle_ms`` with nothing pending, but

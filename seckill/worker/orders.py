@@ -58,7 +58,7 @@ class OrdersWorker:
         self.options = options = options or WorkerOptions()
         self.scripts = Scripts(client)
         self.consumer = options.consumer or f"{socket.gethostname()}-{os.getpid()}"
-        self.roster = groups.Roster(client)
+        self.roster = groups.Roster(self.scripts)
         # The updates read before their order (seckill.worker.deferred).
         self.deferred = Deferred(options.claim_idle_ms, options.max_deliveries)
         self.letters = Letters(client, keys)

@@ -33,7 +33,7 @@ from seckill.domain.variants import encode_items, with_sold
 from seckill.sql.book import OrderBook
 from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import CONFIRMED_SUFFIX, KeySpace
-from seckill.store.plumbing.scripts import Scripts, lua_source
+from seckill.store.plumbing.scripts import Scripts
 from seckill.store.plumbing.shards import part_tags
 from seckill.store.sale.activities import PART_FIELDS, ActivityStore
 from seckill.store.sale.meta import meta_fields, part_fields, set_field
@@ -100,7 +100,6 @@ class Restorer:
         self.scripts = scripts
         self.book = book
         self.wait_seconds = wait_seconds
-        self._mark = client.register_script(lua_source("migrate_unlimited"))
 
     def complete(self, aid: str) -> bool:
         """Whether Redis holds the activity, every part of it if it is sharded."""
@@ -138,7 +137,7 @@ class Restorer:
             return False
         flag = int(activity.total is None)
         marked = [tag for tag in part_tags(aid, activity.shards)
-                  if self._mark(keys=[self.keys.meta(tag)], args=[flag])]
+                  if self.scripts.migrate_unlimited(keys=[self.keys.meta(tag)], args=[flag])]
         if marked:
             log.warning("activity %s: %d meta hash(es) from before the unlimited flag given "
                         "unlimited=%d, as the database says (total %s)", aid, len(marked), flag,
