@@ -19,23 +19,31 @@ from tests.relay import ChunkHook, Relay
 
 
 class HoldingRelay(Relay):
-    """Relays; while ``hold`` is set, every reply waits at the relay (``held`` then says one
-    does) until ``release`` is set."""
+    """Relays; while ``hold`` is set, every reply (or, with ``only``, each reply to a request
+    that contains it) waits at the relay (``held`` then says one does) until ``release`` is
+    set."""
 
     def __init__(self, upstream_port: int) -> None:
         self.hold = threading.Event()
         self.held = threading.Event()
         self.release = threading.Event()
+        self.only: bytes | None = None
         super().__init__(upstream_port)
 
     def hooks(self) -> tuple[ChunkHook, ChunkHook]:
+        asked = [False]
+
+        def request(chunk: bytes) -> bool:
+            asked[0] = self.only is None or self.only in chunk.upper()
+            return True
+
         def reply(chunk: bytes) -> bool:
-            if self.hold.is_set():
+            if self.hold.is_set() and asked[0]:
                 self.held.set()
                 self.release.wait(30)
             return True
 
-        return (lambda chunk: True), reply
+        return request, reply
 
 
 @pytest.fixture
@@ -74,6 +82,8 @@ def test_a_scrape_during_a_reading_gets_the_last_text_at_once(make_app, relay):
     assert buy(client, aid, "u1").status_code == 200
     time.sleep(1.1)  # what a scrape reads is kept for a second
 
+    # Held in the census (its reads of the orders streams), after the shared text is asked.
+    relay.only = b"XINFO"
     relay.hold.set()
     reading, read = _in_thread(lambda: app.test_client().get("/metrics", headers=METRICS))
     assert relay.held.wait(10)  # that scrape's reading waits at the relay for its replies
