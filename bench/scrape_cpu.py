@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 
 from bench.cluster import say
-from bench.scrape import METRICS_TOKEN, crowd_of_activities
+from bench.scrape import METRICS_TOKEN, SCRAPER_HEADERS, crowd_of_activities
 from bench.stack import Server, started
 from bench.workloads import Setup
 
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         crowd_of_activities(Setup(stack, Path(tmp)), args.activities)
         server = stack.servers["gateway"]
         request = urllib.request.Request(f"{server.base}/metrics",
-                                         headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
+                                         headers=SCRAPER_HEADERS)
         size = len(urllib.request.urlopen(request, timeout=10).read())  # warm
         time.sleep(2)
         window = args.scrapes * args.interval

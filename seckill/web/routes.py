@@ -162,7 +162,13 @@ def _service(found: Services) -> Blueprint:
     @bp.get("/metrics")
     @edge.filters(edge.SCRAPER)
     def metrics_view() -> Response:
-        return Response(scraped.body(), content_type=scraped.content_type)
+        if request.accept_encodings["gzip"] > 0:
+            response = Response(scraped.packed(), content_type=scraped.content_type)
+            response.headers["Content-Encoding"] = "gzip"
+        else:
+            response = Response(scraped.body(), content_type=scraped.content_type)
+        response.vary.add("Accept-Encoding")
+        return response
 
     @bp.get("/openapi.json")
     def openapi() -> Response:
