@@ -1,7 +1,8 @@
 """The operator's writes under a busy webhooks dispatcher: a dispatcher delivering a steady
 flow of events (written as the orders worker writes them) to three endpoints never starves
 the operator's levers of the database. SQLite has one writer at a time and no queue for it:
-each lever must still answer 200 within a second, never "database is locked"."""
+each lever must still answer 200 within a second of its time without the dispatcher, never
+"database is locked"."""
 
 from __future__ import annotations
 
@@ -26,7 +27,11 @@ from tests.faults import wait_until
 from tests.webhook_receiver import WebhookReceiver, add_endpoint, new_secret
 
 LEVERS = 40  # pause and resume, alternately
-BOUND_S = 1.0  # each lever's answer, at most
+# Each lever's answer under the dispatcher, at most this much over the slowest of the same
+# levers without it, measured first in the same test: what the dispatcher may add is its
+# turn on the write lock, not the machine's load (a lever starved of the lock took 1.65 to
+# 5 s, or failed "database is locked").
+MARGIN_S = 1.0
 
 
 @pytest.fixture
@@ -73,10 +78,25 @@ def fanned_all(engine: sa.Engine) -> bool:
                             .where(outbox.c.fanned.is_(None))).scalar_one() == 0
 
 
+def pull_levers(client: FlaskClient, aid: str) -> list[tuple[float, int, Any]]:
+    """Pause and resume, alternately, LEVERS times: each one's (seconds, status, body)."""
+    taken: list[tuple[float, int, Any]] = []
+    for k in range(LEVERS):
+        lever = "pause" if k % 2 == 0 else "resume"
+        started = time.monotonic()
+        response = client.post(f"/admin/activities/{aid}/{lever}", headers=ADMIN)
+        taken.append((time.monotonic() - started, response.status_code, response.get_json()))
+        time.sleep(0.05)
+    return taken
+
+
 def test_levers_keep_their_turn_while_the_dispatcher_delivers(
         client: FlaskClient, engine: sa.Engine, database_url: str,
         make_activity: Callable[..., dict[str, Any]]) -> None:
     aid = make_activity()["id"]
+    alone = pull_levers(client, aid)
+    assert not [(s, body) for _, s, body in alone if s != 200], alone
+    bound = max(t for t, _, _ in alone) + MARGIN_S
     secret = new_secret()
     stop = threading.Event()
     with WebhookReceiver(secret) as receiver:
@@ -90,14 +110,7 @@ def test_levers_keep_their_turn_while_the_dispatcher_delivers(
         try:
             # The dispatcher is at work before the operator starts.
             wait_until(lambda: delivered(engine) > 0, 20, what="a first delivery")
-            taken: list[tuple[float, int, Any]] = []
-            for k in range(LEVERS):
-                lever = "pause" if k % 2 == 0 else "resume"
-                started = time.monotonic()
-                response = client.post(f"/admin/activities/{aid}/{lever}", headers=ADMIN)
-                taken.append((time.monotonic() - started, response.status_code,
-                              response.get_json()))
-                time.sleep(0.05)
+            taken = pull_levers(client, aid)
         finally:
             stop.set()
             dispatcher.join(30)
@@ -105,6 +118,6 @@ def test_levers_keep_their_turn_while_the_dispatcher_delivers(
     failed = [(s, body) for _, s, body in taken if s != 200]
     assert not failed, failed
     slowest = sorted(t for t, _, _ in taken)
-    assert slowest[-1] < BOUND_S, f"levers' slowest {slowest[-3:]} s, bound {BOUND_S} s"
+    assert slowest[-1] < bound, f"levers' slowest {slowest[-3:]} s, bound {bound:.2f} s"
     # The dispatcher was not idle meanwhile: it delivered while the levers went through.
     assert written() >= 200 and delivered(engine) > 0
