@@ -1,8 +1,8 @@
 """The operator's writes under a busy webhooks dispatcher: a dispatcher delivering a steady
 flow of events (written as the orders worker writes them) to three endpoints never starves
 the operator's levers of the database. SQLite has one writer at a time and no queue for it:
-each lever must still answer 200 within a second of its time without the dispatcher, never
-"database is locked"."""
+each lever must still answer 200 within two seconds of its time without the dispatcher,
+never "database is locked" nor the database's 503."""
 
 from __future__ import annotations
 
@@ -28,10 +28,12 @@ from tests.webhook_receiver import WebhookReceiver, add_endpoint, new_secret
 
 LEVERS = 40  # pause and resume, alternately
 # Each lever's answer under the dispatcher, at most this much over the slowest of the same
-# levers without it, measured first in the same test: what the dispatcher may add is its
-# turn on the write lock, not the machine's load (a lever starved of the lock took 1.65 to
-# 5 s, or failed "database is locked").
-MARGIN_S = 1.0
+# levers without it, measured first in the same test. SQLite has no queue for its write
+# lock: a waiting writer polls every 100 ms, and with the dispatcher and the orders worker
+# both writing, one lever in 40 now and then waits about 1.1 s, on this code and on the code
+# before it alike. A lever starved as before the dispatcher left the lock to the operator
+# waited out the database's 3 s bound and answered 503 (seen: the check of statuses fails).
+MARGIN_S = 2.0
 
 
 @pytest.fixture
