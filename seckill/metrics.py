@@ -14,7 +14,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -112,6 +112,7 @@ class Shared(Protocol):
         """Share ``text``, read from ``taken``, and end this process's claim."""
 
 
+T = TypeVar("T")
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _PLAIN_TYPES = {"gauge": "gauge", "counter": "counter", "unknown": "untyped"}
@@ -159,32 +160,33 @@ def text_of(registry: CollectorRegistry) -> bytes:
     return "".join(out).encode("utf-8")
 
 
-class Latest:
+class Latest(Generic[T]):
     """A value made by ``make`` (given the last (made, value), it returns the new one and when
-    it was made, Unix seconds) and made again once it is ``ttl`` seconds old. One making at a
+    it was made, by ``clock``) and made again once it is ``ttl`` seconds old. One making at a
     time: a caller that arrives during it gets the last value at once (at most a making's
     time older), so any number of callers cost one making per ``ttl`` and none waits behind
     a slow one; only a caller with no value yet waits for the first (the lock is gevent's in
     a gevent worker)."""
 
-    def __init__(self, make: Callable[[tuple[float, bytes] | None], tuple[float, bytes]],
-                 ttl: float) -> None:
+    def __init__(self, make: Callable[[tuple[float, T] | None], tuple[float, T]],
+                 ttl: float, clock: Callable[[], float] = time.time) -> None:
         self.make = make
         self.ttl = ttl
+        self.clock = clock
         self._lock = threading.Lock()
-        self._last: tuple[float, bytes] | None = None
+        self._last: tuple[float, T] | None = None
 
-    def get(self) -> bytes:
+    def get(self) -> T:
         """The value, made now if it is ``ttl`` seconds old and no other making is under way."""
         last = self._last
-        if last is not None and (time.time() - last[0] < self.ttl
+        if last is not None and (self.clock() - last[0] < self.ttl
                                  or not self._lock.acquire(blocking=False)):
             return last[1]
         if last is None:
             self._lock.acquire()
         try:
             last = self._last
-            if last is None or time.time() - last[0] >= self.ttl:
+            if last is None or self.clock() - last[0] >= self.ttl:
                 last = self._last = self.make(last)
             return last[1]
         finally:

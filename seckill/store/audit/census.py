@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
 from typing import Any
 
@@ -25,6 +24,7 @@ import redis
 
 from seckill.domain.activities import Activity, counters_disagree
 from seckill.domain.clock import now_ms
+from seckill.metrics import Latest
 from seckill.store.plumbing.connection import Client, address_of, is_cluster_client, masters
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.shards import part_tags
@@ -101,28 +101,27 @@ class CensusTaker:
         self.stats = stats
         self.payments = payments
         self.queue = queue
-        self.ttl = ttl
-        self._lock = threading.Lock()
-        self._last: tuple[float, Census] | None = None
+        # Monotonic: the census's age, not a time of day (a reading is never shared).
+        self._latest: Latest[Census] = Latest(self._timed, ttl, clock=time.monotonic)
         self._good: Census | None = None  # the last complete reading
+
+    @property
+    def ttl(self) -> float:
+        """How long a census is kept before it is taken again, seconds."""
+        return self._latest.ttl
+
+    @ttl.setter
+    def ttl(self, ttl: float) -> None:
+        self._latest.ttl = ttl
 
     def take(self) -> Census:
         """The census, fresh or at most ``ttl`` seconds old; while another caller takes it,
         the last one at once (only the first ever waits: there is none yet)."""
-        last = self._last
-        if last is not None and (time.monotonic() - last[0] < self.ttl
-                                 or not self._lock.acquire(blocking=False)):
-            return last[1]
-        if last is None:
-            self._lock.acquire()
-        try:
-            if self._last is not None and time.monotonic() - self._last[0] < self.ttl:
-                return self._last[1]
-            census = self._take()
-            self._last = (time.monotonic(), census)
-            return census
-        finally:
-            self._lock.release()
+        return self._latest.get()
+
+    def _timed(self, _last: tuple[float, Census] | None) -> tuple[float, Census]:
+        census = self._take()
+        return time.monotonic(), census  # kept from its end, as a reading's age
 
     def _take(self) -> Census:
         at = now_ms()
