@@ -292,7 +292,7 @@ class Scrape:
         return packed[1]
 
 
-# Webhooks (issue #27): read from the database at scrape time (the deliveries' rows and the
+# Webhooks: read from the database at scrape time (the deliveries' rows and the
 # endpoints' counters), the same in every process; seckill.sql.deliveries.webhook_numbers.
 @dataclasses.dataclass(frozen=True)
 class WebhookNumbers:

@@ -1,4 +1,4 @@
-// The console's bar per variant (issue #26): on the card of an activity with variants (sizes,
+// The console's bar per variant: on the card of an activity with variants (sizes,
 // colours, seat categories), one small bar for each, filled by its units sold out of its own
 // total (full: that variant is gone), under the card's own bar of the whole stock left. Fed by
 // the same GET /admin/console/state as the card (each row's "variants": id, name, total,

@@ -1,4 +1,4 @@
-"""Events sent to the shop (issue #27): their types, subjects and bodies.
+"""Events sent to the shop: their types, subjects and bodies.
 
 An event is written to the outbox (``seckill/sql/outbox.py``) in the same database
 transaction as the change it reports, and delivered to the shop's endpoints per the Standard

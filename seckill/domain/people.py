@@ -1,4 +1,4 @@
-"""Limits per person (issue #26): whose purchase it is, on an activity that counts people.
+"""Limits per person: whose purchase it is, on an activity that counts people.
 
 The shop's login service may say who the verified person behind an account is (a JWT claim
 named by ``SECKILL_PERSON_CLAIM``, e.g. a hash of a verified phone number). An activity

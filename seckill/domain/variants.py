@@ -1,5 +1,5 @@
 """Variants: one item in sizes, colours or seat categories, each with its own stock, under
-one per-buyer limit (issue #26). Pure: what a variant is, how the operator's list and a
+one per-buyer limit. Pure: what a variant is, how the operator's list and a
 buyer's purchase body are validated, and how a purchase's items are written for the scripts,
 the stream and the database.
 

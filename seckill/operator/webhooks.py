@@ -1,4 +1,4 @@
-"""The operator's webhook endpoints (issue #27): register one (its URL, the event types it
+"""The operator's webhook endpoints: register one (its URL, the event types it
 wants, its signing secret), list them with what became of their events, remove one, read its
 deliveries, replay its events since a moment. The admin API (``/admin/webhooks``) and
 ``seckill webhooks`` both call these; the dispatcher (``seckill/webhooks/``) sends.

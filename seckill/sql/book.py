@@ -7,8 +7,8 @@ one that only moves ``due`` to ``paid``. An update may arrive before its order (
 entry left pending by a killed worker, reclaimed later): the book says so, and the worker
 keeps the update until the order is stored (``seckill.worker.orders``).
 
-Every change writes its event to the outbox in its own transaction (issue #27;
-``seckill/sql/order_changes.py``, ``order_events.py``): order.created for each row actually
+Every change writes its event to the outbox in its own transaction
+(``seckill/sql/order_changes.py``, ``order_events.py``): order.created for each row actually
 inserted, order.paid, order.expired or order.cancelled for each UPDATE that changed a row
 (RETURNING says which), activity.sold_out when the stored orders reach the total.
 """
@@ -78,7 +78,7 @@ class OrderBook:
         self._schema_ready = False
         self._schema_lock = threading.Lock()
         self._rehearsals = Rehearsals()
-        # Whether changes write their events (issue #27); only the bench turns it off, to
+        # Whether changes write their events; only the bench turns it off, to
         # measure what the outbox costs the worker.
         self.outbox = True
 

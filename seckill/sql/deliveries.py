@@ -1,4 +1,4 @@
-"""The webhooks' deliveries (issue #27): the dispatcher's reads and writes.
+"""The webhooks' deliveries: the dispatcher's reads and writes.
 
 * :func:`fan_out`: outbox rows not yet fanned out, in ``seq`` order, become one pending
   delivery per endpoint subscribed to their type (one transaction; on PostgreSQL under an

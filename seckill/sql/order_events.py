@@ -1,4 +1,4 @@
-"""The events of the orders' changes (issue #27), as :class:`seckill.sql.book.OrderBook`
+"""The events of the orders' changes, as :class:`seckill.sql.book.OrderBook`
 writes them: in the transaction that changes the rows, one per change.
 
 An order's event carries the order as the database holds it after the change (what its order

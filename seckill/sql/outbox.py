@@ -1,4 +1,4 @@
-"""The transactional outbox (issue #27): events written in the caller's transaction.
+"""The transactional outbox: events written in the caller's transaction.
 
 Every change the shop hears about (an order stored, paid, expired, cancelled; a refund due;
 an activity sold out) writes its event with :func:`add_events` on the connection of the very

@@ -61,7 +61,7 @@ activities = sa.Table(
     # that keys them (seckill/domain/people.py, sealed), kept for a rebuild.
     sa.Column("limit_by", sa.String(16), nullable=True),
     sa.Column("person_salt", sa.String(SEALED_LENGTH), nullable=True),
-    # Webhooks (issue #27): the units of the stored confirmed orders, kept by the transactions
+    # Webhooks: the units of the stored confirmed orders, kept by the transactions
     # that change them (NULL: not counted yet, e.g. an older database: counted from the orders
     # at the next change); when they last reached the total (its activity.sold_out was written
     # then), NULL while below it (seckill/sql/order_events.py): one event per sell-out.
@@ -123,7 +123,7 @@ sa.Index(
 )
 sa.Index("ix_seckill_orders_activity", orders.c.activity_id, orders.c.status)
 
-# An activity's variants (issue #26), one row each: its name, its position in the operator's
+# An activity's variants, one row each: its name, its position in the operator's
 # list and its total, which a restock of the variant moves (a row per variant, so that two
 # restocks of two variants never overwrite each other). A rebuild takes them from here.
 variants = sa.Table(
@@ -137,7 +137,7 @@ variants = sa.Table(
 )
 
 
-# Webhooks (issue #27). The outbox: one row per event, written in the same transaction as the
+# Webhooks. The outbox: one row per event, written in the same transaction as the
 # change it reports (seckill/sql/outbox.py); ``seq`` orders events, ``subject`` groups the
 # events that must arrive in order (one order's, one activity's), ``body`` is the JSON sent,
 # byte for byte, on every attempt and replay; ``dedupe`` makes an event that must exist once

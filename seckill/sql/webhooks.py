@@ -1,4 +1,4 @@
-"""The shop's webhook endpoints in the database (issue #27): the operator's list, a removal
+"""The shop's webhook endpoints in the database: the operator's list, a removal
 (its deliveries go too), an endpoint's deliveries, a replay, and each endpoint's summary for the
 console. The tables are ``seckill.sql.schema``'s; the dispatcher (``seckill/webhooks/``) makes
 and attempts the deliveries, the outbox (``seckill.sql.outbox``) holds the events.

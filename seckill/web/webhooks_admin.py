@@ -1,4 +1,4 @@
-"""The operator's webhook endpoints over HTTP (issue #27): ``POST /admin/webhooks``,
+"""The operator's webhook endpoints over HTTP: ``POST /admin/webhooks``,
 ``GET /admin/webhooks`` (paginated as ``GET /admin/activities``; each endpoint with its summary,
 which the console shows), ``DELETE /admin/webhooks/<id>``, ``GET /admin/webhooks/<id>/deliveries``
 and ``POST /admin/webhooks/<id>/replay``. The actions are ``seckill.operator.webhooks``'; a

@@ -1,1 +1,1 @@
-"""The webhook dispatcher (issue #27): events from the outbox to the shop's endpoints."""
+"""The webhook dispatcher: events from the outbox to the shop's endpoints."""

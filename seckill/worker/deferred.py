@@ -5,7 +5,7 @@ the same stream, but the two may reach the database in either order: a worker ki
 reading a purchase and acknowledging it leaves that entry pending under its dead name until a
 live worker reclaims it (after the claim bound), while the update that Redis decided meanwhile
 is a new entry, read at once by the next worker. Applied then, the update would find no row
-and be lost, and the order would be stored live although Redis cancelled it (issue 23).
+and be lost, and the order would be stored live although Redis cancelled it.
 
 So an update whose order is not in the database is not acknowledged: its entry stays pending,
 which is what keeps it (in Redis, across a crash); this list only lets the worker that read it

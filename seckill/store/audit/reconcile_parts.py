@@ -182,7 +182,7 @@ def _now_ms(client: Client, repair: bool) -> int:
     """What the claims' and transfers' ages are judged by. A repair acts on them: Redis's
     clock, the one that stamped them. A report only reads, and TIME is no read (the server
     flags it neither readonly nor connection, so a read-only ``seckill reconcile`` refuses to
-    send it: red team, issue 23): this host's clock, which only sets which claims the report
+    send it; a red team found it): this host's clock, which only sets which claims the report
     calls stale."""
     if not repair:
         return now_ms()

@@ -1,4 +1,4 @@
-"""Reconcile's look at an activity's variants (issue #26): each variant's counters in Redis
+"""Reconcile's look at an activity's variants: each variant's counters in Redis
 against what the database says (its total from ``seckill_variants``, its units sold from the
 live orders' items), and whether a variant's own counters disagree (then its purchases are
 refused, ``lua/include/variant_purchase.lua``, until ``seckill reconcile --repair`` rebuilds

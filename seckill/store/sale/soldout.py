@@ -87,7 +87,7 @@ class SoldOutBoard:
         self._subscribed = threading.Event()
         self._listener: threading.Thread | None = None
         self._listen_lock = threading.Lock()
-        # Flags per variant (issue #26), kept honest by this board's listener and check.
+        # Flags per variant, kept honest by this board's listener and check.
         self.variants = VariantFlags(client, keys, max_winners)
 
     @property

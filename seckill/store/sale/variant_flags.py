@@ -1,4 +1,4 @@
-"""Sold-out flags per variant (issue #26): when the purchase script says a variant has no
+"""Sold-out flags per variant: when the purchase script says a variant has no
 unit left, this process remembers it, with the activity's buyers, and answers the next
 purchases of that variant itself, with no Redis call: 409 ``already_purchased`` (their order
 id) to a buyer, 409 ``variant_sold_out`` (``remaining: 0``) to anyone else. The whole
