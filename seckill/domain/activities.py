@@ -196,10 +196,8 @@ _REMAINING = _FIELDS.index("remaining")
 def with_remaining(activity: Activity, remaining: int | None) -> Activity:
     """``dataclasses.replace(activity, remaining=remaining)``, the same object, at a fraction
     of the cost: each process's copy of an activity takes the script's ``remaining`` after
-    every purchase (``seckill.store.sale.cache``), and replace's checks of each of the 25
-    fields were 784 of a single-item purchase's 4,147 Python opcodes in the gateway (counted
-    with ``sys.settrace``); under callgrind the purchase's Python went from 382k instructions
-    to 345k."""
+    every purchase (``seckill.store.sale.cache``), and replace checks each field again
+    (bench/results/domain-fast-paths.md)."""
     values = list(_VALUES(activity))
     values[_REMAINING] = remaining
     return Activity(*values)

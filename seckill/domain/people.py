@@ -101,8 +101,8 @@ def _keyed(salt: str) -> tuple[Any, Any]:
 def person_key(salt: str, person: str) -> str:
     """The person's key on the activity whose salt is ``salt``. Remembered: a purchase needs
     it twice (the sold-out flag's check, the script's buyer), and a buyer's URL and purchase
-    come within seconds of each other. A sale's crowd may pass the 65,536 remembered (the
-    bench's 100,000 buyers do): then each purchase computes it once."""
+    come within seconds of each other. A sale's crowd may pass the 65,536 remembered: then
+    each purchase computes it once."""
     inner, outer = _keyed(salt)
     inner = inner.copy()
     inner.update(person.encode())

@@ -15,12 +15,12 @@ from seckill.domain.variants import Variant
 # Every purchase reads 13 to 16 fields of its activity's meta hash in one HMGET and writes 2
 # to 4. Redis keeps a hash of few fields and short values as a listpack (hash-max-listpack-
 # entries and -value), where each field is found by a scan of the whole list: a meta hash has
-# 12 to 40 fields (5 per variant), and under callgrind (python -m bench.script_cost) the scans
-# cost a single-item purchase 4 % of Valkey's instructions and a purchase of one of 5 variants
-# 8 %. One value longer than hash-max-listpack-value (64 bytes unless the operator raised it)
-# makes Redis store the hash as a hash table, and it never packs it back; the value is written
-# first, and again by every AOF replay or rewrite and every rebuild, so a restarted Redis keeps
-# the table too.
+# 12 to 40 fields (5 per variant), and the scans are a measurable part of a purchase's
+# instructions in Valkey (``python -m bench.script_cost``; docs/performance.md). One value
+# longer than hash-max-listpack-value (64 bytes unless the operator raised it) makes Redis
+# store the hash as a hash table, and it never packs it back; the value is written first, and
+# again by every AOF replay or rewrite and every rebuild, so a restarted Redis keeps the table
+# too.
 LAYOUT = ("layout", "a hash table: a value over 64 bytes keeps Redis from packing this hash "
                     "into a listpack, scanned on every read")
 
