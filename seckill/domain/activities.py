@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from seckill.domain import admission as admissions
-from seckill.domain import errors, packets, people, product
+from seckill.domain import bodies, errors, packets, people, product
 from seckill.domain import variants as variant_rules
 from seckill.domain.clock import iso_from_ms, ms_from_iso, now_ms
 from seckill.domain.product import Product
@@ -238,16 +238,13 @@ def parse_new_activity(body: Any, at_ms: int | None = None, seed: int | None = N
     """Validate an operator's ``POST /admin/activities`` body; raise BadRequest on anything off.
 
     A packets activity gets a fresh secret seed for its split (``seed`` is for tests)."""
-    if not isinstance(body, dict):
-        raise errors.BadRequest("the body must be a JSON object")
+    body = bodies.json_object(body)
     kind = body.get("kind", STOCK)
     if kind not in KINDS:
         raise errors.BadRequest(f"kind must be 'stock' or 'packets' (got {str(kind)[:40]!r})",
                                 field="kind")
     _refuse_other_kinds_fields(body, kind)
-    unknown = sorted(set(body) - _CREATE_FIELDS[kind])
-    if unknown:
-        raise errors.BadRequest(f"unknown fields: {', '.join(unknown)}", fields=unknown)
+    bodies.known_fields(body, _CREATE_FIELDS[kind])
     aid = body.get("id")
     if not is_activity_id(aid):
         raise errors.BadRequest("id must match [A-Za-z0-9_-]{1,64}", field="id")

@@ -14,7 +14,7 @@ import dataclasses
 import re
 from typing import Any
 
-from seckill.domain import errors
+from seckill.domain import bodies, errors
 from seckill.domain.activities import USER_ID, is_activity_id
 from seckill.domain.clock import iso_from_ms
 from seckill.domain.people import PERSON_ID, canonical_person
@@ -117,12 +117,9 @@ def checked_reason(reason: object) -> str | None:
 def parse_block(body: Any, person_canon: str) -> Block:
     """The block an operator's ``POST /admin/blocks`` body asks for: exactly one of ``user``
     and ``person``, and optionally ``activity`` and ``reason``; BadRequest naming the field."""
-    if not isinstance(body, dict):
-        raise errors.BadRequest('the body must be a JSON object: {"user": <uid>} or '
-                                '{"person": <pid>}, optionally "activity" and "reason"')
-    unknown = sorted(set(body) - _FIELDS)
-    if unknown:
-        raise errors.BadRequest(f"unknown fields: {', '.join(unknown)}", fields=unknown)
+    body = bodies.known_fields(bodies.json_object(
+        body, '{"user": <uid>} or {"person": <pid>}, optionally "activity" and "reason"'),
+        _FIELDS)
     named = [kind for kind in KINDS if kind in body]
     if len(named) != 1:
         raise errors.BadRequest("name exactly one of user and person"

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from seckill.domain import errors
+from seckill.domain import bodies, errors
 
 VARIANT_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
 MAX_VARIANTS = 100
@@ -91,10 +91,7 @@ def parse_variants(raw: Any) -> tuple[Variant, ...]:
         if not isinstance(entry, dict):
             raise errors.BadRequest(f'{where} must be an object {{"id", "name", "total"}}',
                                     field="variants")
-        unknown = sorted(set(entry) - {"id", "name", "total"})
-        if unknown:
-            raise errors.BadRequest(f"{where} has unknown fields: {', '.join(unknown)[:200]}",
-                                    field="variants")
+        bodies.known_fields(entry, ("id", "name", "total"), where=where, field="variants")
         vid = entry.get("id")
         if not is_variant_id(vid):
             raise errors.BadRequest(f"{where}.id must match [A-Za-z0-9_-]{{1,32}}",
@@ -136,10 +133,7 @@ def parse_purchase(body: Any, variants: Sequence[Variant], per_user_limit: int) 
                                     fields=unknown)
         items = _items(body["items"], per_user_limit)
     else:
-        if not _ONE_VARIANT.issuperset(body):
-            unknown = sorted(set(body) - _ONE_VARIANT)
-            raise errors.BadRequest(f"unknown fields: {', '.join(unknown)[:200]}",
-                                    fields=unknown)
+        bodies.known_fields(body, _ONE_VARIANT)
         if "variant" not in body:
             raise errors.BadRequest('this activity has variants: say which, {"variant": '
                                     '"<id>"} or {"items": [...]}', field="variant")

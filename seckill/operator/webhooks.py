@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import sqlalchemy as sa
 
-from seckill.domain import errors
+from seckill.domain import bodies, errors
 from seckill.domain.clock import ms_from_iso
 from seckill.domain.events import ALL_EVENTS, EVENT_TYPES
 from seckill.services import Services
@@ -128,12 +128,9 @@ def new_secret() -> str:
 def new_endpoint(body: Any) -> tuple[str, list[str], str]:
     """The endpoint an operator's ``POST /admin/webhooks`` body asks for: its URL, event types
     and secret (made when absent); BadRequest naming the field. Writes nothing."""
-    if not isinstance(body, dict):
-        raise errors.BadRequest('the body must be a JSON object: {"url": <http(s) URL>, '
-                                '"events": [<type>, ...] or ["*"], "secret"?: "whsec_..."}')
-    unknown = sorted(set(body) - _FIELDS)
-    if unknown:
-        raise errors.BadRequest(f"unknown fields: {', '.join(unknown)}", fields=unknown)
+    body = bodies.known_fields(bodies.json_object(
+        body, '{"url": <http(s) URL>, "events": [<type>, ...] or ["*"], "secret"?: '
+        '"whsec_..."}'), _FIELDS)
     url = checked_url(body.get("url"))
     events = checked_events(body.get("events"))
     secret = new_secret() if body.get("secret") is None else checked_secret(body["secret"])
@@ -175,9 +172,7 @@ def since_of(body: Any) -> int:
     """The moment a replay's body names, ``{"since": ISO}``, in epoch ms; BadRequest."""
     if not isinstance(body, dict):
         raise errors.BadRequest('the body must be {"since": <ISO 8601 time>}')
-    unknown = sorted(set(body) - {"since"})
-    if unknown:
-        raise errors.BadRequest(f"unknown fields: {', '.join(unknown)}", fields=unknown)
+    bodies.known_fields(body, ("since",))
     if "since" not in body:
         raise errors.BadRequest("since is required: the time from which events are sent "
                                 "again", field="since")
