@@ -21,7 +21,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 from werkzeug.datastructures import Headers
 
-from seckill.web.routes import OPENAPI_DOCUMENT
+from seckill.web.service import OPENAPI_DOCUMENT
 
 BASE = "urn:seckill:openapi"
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")

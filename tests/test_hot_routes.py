@@ -52,7 +52,7 @@ def test_the_hot_routes_are_not_flask_routes(hot: Hot) -> None:
     """One implementation per route: Flask's URL map does not know the hot routes."""
     endpoints = {rule.endpoint for rule in hot.app.url_map.iter_rules()}
     assert not endpoints & {"user.purchase", "user.purchase_url"}
-    assert {"user.order_status", "admin.create_activity"} <= endpoints
+    assert {"user.order_status", "activities.create_activity"} <= endpoints
 
 
 def test_purchases_sold_out_and_repeats(hot: Hot) -> None:

@@ -15,7 +15,7 @@ from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from edge import Route
 from seckill.web import hot
-from seckill.web.routes import OPENAPI_DOCUMENT
+from seckill.web.service import OPENAPI_DOCUMENT
 from tests.conftest import expect
 from tests.openapi_check import (
     METHODS,

@@ -97,9 +97,18 @@ class ColdLimits:
         return cast(F, self.limiter.limit(self.settings.status_rate, key_func=_user_key)(view))
 
     def operator(self, blueprint: Blueprint) -> None:
-        """Limit the operator's routes, all of them on one budget."""
-        self.limiter.shared_limit(self.settings.admin_rate, scope="operator",
-                                  key_func=_operator_key)(blueprint)
+        """Count every route of an operator's blueprint on the operator's one budget."""
+        self._operator_budget()(blueprint)
+
+    def operator_call(self, view: F) -> F:
+        """Count one operator view on that same budget: for a blueprint whose other routes
+        (the sale-day levers) stay outside it."""
+        return cast(F, self._operator_budget()(view))
+
+    def _operator_budget(self) -> Any:
+        # One scope for every counted route, blueprint or view: one counter, one budget.
+        return self.limiter.shared_limit(self.settings.admin_rate, scope="operator",
+                                         key_func=_operator_key)
 
     def _refused(self, exc: RateLimitExceeded) -> Response:
         limit = self.limiter.current_limit

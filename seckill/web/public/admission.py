@@ -1,21 +1,18 @@
-"""The cold routes of fair admission (the joins and polls are hot: ``seckill.web.hot``): the
-public queue state nginx caches for a second, the proof-of-work challenge, and the operator's
-admission factor."""
+"""Fair admission's public cold routes (the joins and polls are hot: ``seckill.web.hot``):
+``GET /seckill/<aid>/queue/state``, which nginx caches for a second, and
+``GET /seckill/<aid>/challenge``, the proof-of-work challenge, limited per user. The operator's
+admission factor is an activity's lever: ``seckill.web.operator.activities``."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
-from flask import Blueprint, Response, request
+from flask import Blueprint, Response
 
-from edge.chain import ADMIN, USER
+from edge.chain import USER
 from edge.views import filters, passage
 from seckill.domain import errors
 from seckill.domain.activities import Activity
-from seckill.domain.clock import now_ms
 from seckill.operator import activities, levers
-from seckill.web.body import json_body, read_body
 from seckill.web.current import services as _services
 from seckill.web.limits import ColdLimits
 
@@ -27,7 +24,7 @@ def _queued(aid: str) -> Activity:
 
 
 def blueprint(limits: ColdLimits) -> Blueprint:
-    """The admission routes: public state, challenge, and the operator's factor."""
+    """The admission routes: the public queue state and the challenge."""
     bp = Blueprint("admission", __name__)
 
     @bp.get("/seckill/<aid>/queue/state")
@@ -53,13 +50,6 @@ def blueprint(limits: ColdLimits) -> Blueprint:
         response = Response(orjson.dumps(issued), mimetype="application/json")
         response.headers["Cache-Control"] = "no-store"  # one per user, used once
         return response
-
-    @bp.post("/admin/activities/<aid>/admission")
-    @filters(ADMIN)
-    def admission_factor(aid: str) -> dict[str, Any]:
-        activity = _queued(aid)
-        factor = levers.parse_factor(json_body(read_body(request.environ), False))
-        return levers.set_admission_factor(_services(), activity, factor).public(now_ms())
 
     return bp
 
