@@ -46,7 +46,7 @@ from typing import Any
 import redis
 
 from bench.machine import describe, load_average
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.sale import challenge
 from seckill.store.sale.challenge import Challenges

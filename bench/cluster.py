@@ -4,7 +4,7 @@ and the capacity model that follows from it.
 
     python -m bench.cluster [--rounds 5] [--pin] [--replicas 0] [--output bench/results/cluster]
 
-Starts an embedded Valkey and an embedded cluster (``seckill.ops.cluster.EmbeddedCluster``),
+Starts an embedded Valkey and an embedded cluster (``seckill.ops.stack.cluster.EmbeddedCluster``),
 the same ``appendfsync`` on both (``always`` by default, as ``seckill up`` runs them), and a
 gateway on each (``bench.clusterstack``: the same gunicorn settings, durability ``local``,
 ``SECKILL_REDIS_CLUSTER=off`` / ``on``). Each run is a timed wrk run of purchases in stock,

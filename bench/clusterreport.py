@@ -211,7 +211,7 @@ def render(data: dict[str, Any]) -> str:
         *header("Redis Cluster vs one server: the purchase path, Redis CPU per purchase, "
                 "capacity", data, f"; `wrk` {data['wrk']}; Valkey {data['valkey']}"),
         f"Setup: one embedded Valkey, and an embedded Valkey Cluster of 3 masters with "
-        f"{s['replicas']} replica(s) each (`seckill.ops.cluster.EmbeddedCluster`); both with "
+        f"{s['replicas']} replica(s) each (`seckill.ops.stack.cluster.EmbeddedCluster`); both with "
         f"AOF on, `appendfsync {s['appendfsync']}`. A gateway on each: `wsgi:app` under "
         f"gunicorn `-c gunicorn.conf.py`, {s['workers']} gevent workers, worker_connections "
         f"{s['worker_connections']}, production mode, durability `local` (WAITAOF 1 0 in the "

@@ -29,8 +29,8 @@ import redis
 
 from bench.machine import processes
 from bench.stack import Server, server_env, start_gunicorn
-from seckill.ops.cluster import EmbeddedCluster
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.cluster import EmbeddedCluster
+from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.plumbing.connection import Client, Cluster
 from seckill.store.plumbing.routing import slot_of
 from seckill.store.plumbing.scripts import lua_source

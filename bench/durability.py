@@ -23,7 +23,7 @@ from bench.machine import describe
 from seckill.config import Settings
 from seckill.domain.activities import Activity
 from seckill.domain.clock import now_ms
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
 from seckill.store.plumbing.connection import Wire, make_pool

@@ -1,7 +1,7 @@
 """``python -m bench run --scenario edge``: issue #25, the crowd's refusals at nginx's price.
 
 One gateway (the harness's gunicorn, ``--workers`` gevent workers) behind two real nginx
-fronts, both rendered by ``seckill.ops.nginx`` with per-IP limits off:
+fronts, both rendered by ``seckill.ops.stack.nginx`` with per-IP limits off:
 
 * ``nginx``: today's config, whose edge cache (zone ``edge``) repeats the activity-level
   refusals the gateway marks with ``X-Accel-Expires`` for the rest of their second;

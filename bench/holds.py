@@ -17,7 +17,7 @@ from typing import Any
 import redis
 
 from bench.stack import GATEWAY_PREFIX, Stack, server_env
-from seckill.ops.embedded import die_with_parent
+from seckill.ops.stack.embedded import die_with_parent
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
 from seckill.worker.groups import GROUP

@@ -36,7 +36,7 @@ from typing import Any
 
 from edge.identity import mint_user_token
 from edge.purchase_url import PurchaseUrlSigner
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack.ports import free_listen_port
 
 SECRET = "bench-url-key-0123456789abcdef0123456789abcd"
 JWT = "bench-jwt-secret-0123456789abcdef0123456789"

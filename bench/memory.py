@@ -23,7 +23,7 @@ import redis
 
 from seckill.domain.activities import Activity
 from seckill.domain.clock import now_ms
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.sale.activities import ActivityStore

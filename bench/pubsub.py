@@ -48,7 +48,7 @@ from bench.clusterreport import header
 from bench.clusterstack import node_delta, sample_node
 from bench.machine import describe
 from bench.saturate import encode
-from seckill.ops.cluster import EmbeddedCluster
+from seckill.ops.stack.cluster import EmbeddedCluster
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.routing import slot_of
 
@@ -268,7 +268,7 @@ def table(results: list[dict[str, Any]]) -> list[str]:
 def render(data: dict[str, Any]) -> str:
     return "\n".join([
         *header("Sold-out invalidation on a cluster: PUBLISH against SPUBLISH", data),
-        "Embedded Valkey clusters (`seckill.ops.cluster.EmbeddedCluster`, 3 masters, with 0 "
+        "Embedded Valkey clusters (`seckill.ops.stack.cluster.EmbeddedCluster`, 3 masters, with 0 "
         "and with 1 replica each), all on 127.0.0.1. Paced: "
         f"{data['settings']['messages']:,} messages per way and round, one at a time; bulk: "
         f"{data['settings']['bulk']:,} messages pipelined by {BATCH}. Medians over "

@@ -38,7 +38,7 @@ from flask.testing import FlaskClient
 
 from edge.identity import mint_user_token
 from seckill.config import Settings
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.web.app import create_app
 
 JWT_SECRET = "script-cost-jwt-secret-0123456789abcdef"

@@ -228,7 +228,7 @@ def render(data: dict[str, Any]) -> str:
         *header("One hot item on a 3-master cluster: sharded against unsharded", data,
                 f"; `wrk` {data['wrk']}; Valkey {data['valkey']}"),
         "Setup: an embedded Valkey Cluster of 3 masters, no replicas "
-        "(`seckill.ops.cluster.EmbeddedCluster`), AOF on, `appendfsync "
+        "(`seckill.ops.stack.cluster.EmbeddedCluster`), AOF on, `appendfsync "
         f"{s['appendfsync']}`; a gateway on it: `wsgi:app` under gunicorn `-c "
         f"gunicorn.conf.py`, {s['workers']} gevent workers, worker_connections "
         f"{s['worker_connections']}, production mode, durability `local` (WAITAOF 1 0 in the "

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import redis
 
-from seckill.ops.embedded import EmbeddedValkey, free_port
+from seckill.ops.stack.embedded import EmbeddedValkey, free_port
 from tests.servers import REPO_ROOT, running_server
 
 JWT_SECRET = "bench-jwt-secret-93b1f0c2d4e6a8b0c1d3e5f7a9b2c4d6"

@@ -58,7 +58,7 @@ from bench.holds import drained, wait_for
 from bench.machine import processes
 from bench.stack import Stack, server_env, server_problems
 from bench.workloads import Prepared, Run, Setup, Workload
-from seckill.ops.embedded import die_with_parent, free_port
+from seckill.ops.stack.embedded import die_with_parent, free_port
 from seckill.sql import deliveries
 from seckill.sql.engine import make_engine
 from seckill.sql.schema import orders, outbox, webhook_deliveries

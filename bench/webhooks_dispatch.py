@@ -36,8 +36,8 @@ import sqlalchemy as sa
 from bench.cluster import say, write_report
 from bench.machine import describe, load_average
 from seckill.domain.events import ORDER_CREATED, ORDER_PAID, order_event
-from seckill.ops.embedded import die_with_parent
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack.embedded import die_with_parent
+from seckill.ops.stack.ports import free_listen_port
 from seckill.sql import deliveries
 from seckill.sql.engine import make_engine
 from seckill.sql.outbox import add_events

@@ -31,7 +31,7 @@ from typing import Any
 import redis
 
 from seckill.config import Settings
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.plumbing.connection import Wire, make_pool
 
 SCRIPT = "redis.call('INCR', KEYS[1]) return {'ok', ARGV[1], 5}"

@@ -26,7 +26,7 @@ import redis
 import sqlalchemy as sa
 
 from seckill.config import Settings
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.sql.outbox import event_rows
 from seckill.sql.schema import orders
 from seckill.store.plumbing.keys import KeySpace

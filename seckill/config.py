@@ -28,7 +28,7 @@ class ConfigError(RuntimeError):
 MIN_KEY_BYTES = 32
 SECRET_VARS = ("SECKILL_SECRET_KEY", "SECKILL_JWT_SECRET", "SECKILL_ADMIN_TOKEN")
 # The gateway's and the worker's Redis when REDIS_URL is not set. The operator's commands never
-# use it: they take the running `seckill up`'s (seckill/ops/command_store.py) or refuse.
+# use it: they take the running `seckill up`'s (seckill/ops/cli/store.py) or refuse.
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
@@ -502,7 +502,7 @@ def webhook_dispatch(environ: Mapping[str, str] | None = None) -> tuple[float, i
 def port_slice(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
     """``SECKILL_PORT_SLICE`` as ``n/m``: the free ports this process draws for the servers
     it starts (Valkey, gunicorn, nginx, the exporter) are only those of slice ``n`` of ``m``
-    (:func:`seckill.ops.embedded.in_slice`), so that ``m`` runs on one machine drawing ports
+    (:func:`seckill.ops.stack.embedded.in_slice`), so that ``m`` runs on one machine drawing ports
     at the same moment never draw the same one (the test suite's parallel workers set it;
     also two drills side by side). Unset: ``(0, 1)``, every port. ConfigError unless
     ``0 <= n < m`` and ``m`` divides 5000 (a cluster node's bus port, its port + 10000, is

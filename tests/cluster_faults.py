@@ -32,7 +32,7 @@ from flask.testing import FlaskClient
 
 from seckill.config import Settings
 from seckill.domain.orders import StoredOrder
-from seckill.ops.cluster import EmbeddedCluster
+from seckill.ops.stack.cluster import EmbeddedCluster
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.routing import slot_of
 from seckill.web.app import create_app

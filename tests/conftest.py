@@ -30,8 +30,8 @@ from sqlalchemy.engine import make_url
 
 from edge.identity import mint_user_token
 from seckill.config import Settings
-from seckill.ops.cluster import EmbeddedCluster
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.cluster import EmbeddedCluster
+from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.sql import engine as db
 from seckill.store.plumbing.connection import close_client
 from seckill.web.app import create_app

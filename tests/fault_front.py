@@ -20,8 +20,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from seckill.ops.embedded import EmbeddedValkey
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack.embedded import EmbeddedValkey
+from seckill.ops.stack.ports import free_listen_port
 from tests.conftest import gateway_env
 from tests.relay import ChunkHook, Relay
 from tests.servers import NginxFront, gunicorn_server, nginx_server, running_server

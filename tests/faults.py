@@ -26,7 +26,7 @@ import redis
 import sqlalchemy as sa
 
 from seckill.domain.orders import StoredOrder
-from seckill.ops.embedded import EmbeddedValkey, die_with_parent
+from seckill.ops.stack.embedded import EmbeddedValkey, die_with_parent
 from seckill.sql import engine as db
 from seckill.sql.book import OrderBook
 from seckill.store.plumbing.connection import close_client

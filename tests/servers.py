@@ -21,8 +21,8 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from seckill.ops.embedded import die_with_parent
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack.embedded import die_with_parent
+from seckill.ops.stack.ports import free_listen_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -181,7 +181,7 @@ def require(binary: str | None, what: str, install: str) -> str:
 
 
 def require_nginx() -> str:
-    from seckill.ops.nginx import nginx_binary
+    from seckill.ops.stack.nginx import nginx_binary
 
     return require(nginx_binary(), "nginx", "sudo apt-get install -y nginx")
 
@@ -203,7 +203,7 @@ def nginx_server(backends: Sequence[str], run_dir: Path, **options: object) -> I
     """A real nginx in the foreground on free loopback ports, in front of ``backends``, with
     the config ``seckill nginx render`` would write (``options`` are :class:`NginxOptions`
     fields). Ready once it serves the sale page."""
-    from seckill.ops import nginx
+    from seckill.ops.stack import nginx
 
     binary = require_nginx()
     port, admin_port = free_listen_port(), free_listen_port()

@@ -26,7 +26,7 @@ import pytest
 from flask import Flask
 
 from seckill.config import Settings
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.web.app import create_app
 from tests.admission_helpers import queued_activity, wait_for_start
 from tests.conftest import expect, gateway_env, user_headers

@@ -15,7 +15,7 @@ import redis
 import urllib3
 
 from bench import altcha_solve
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack.ports import free_listen_port
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.sale.challenge import Challenges
 from tests.servers import REPO_ROOT, nginx_server, require

@@ -19,9 +19,9 @@ import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seckill.ops import aof
-from seckill.ops.cluster import up_cluster
-from seckill.ops.embedded import EmbeddedValkey, valkey_binary
+from seckill.ops.stack import aof
+from seckill.ops.stack.cluster import up_cluster
+from seckill.ops.stack.embedded import EmbeddedValkey, valkey_binary
 
 # Several writes from one script: propagated to the AOF as MULTI ... EXEC.
 BUY = """

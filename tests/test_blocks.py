@@ -14,7 +14,7 @@ from typing import Any
 
 from flask.testing import FlaskClient
 
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.admission_helpers import join, poll, queued_activity, wait_for_start
 from tests.conftest import ADMIN, buy, create_activity, expect, user_headers
 from tests.faults import wait_until

@@ -21,7 +21,7 @@ import pytest
 import urllib3
 
 from edge.identity import mint_user_token
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, gateway_env, iso
 from tests.servers import gunicorn_server
 from tests.test_sale_page import CHROMIUM_ARGS, chromium

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from redis.crc import key_slot
 
 from seckill.domain import errors
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.plumbing.connection import close_client
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.sale import challenge

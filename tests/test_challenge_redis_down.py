@@ -4,7 +4,7 @@ failure; neither view maps it on its own)."""
 
 from __future__ import annotations
 
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.admission_helpers import join, queued_activity
 from tests.conftest import expect, user_headers
 from tests.test_admission_challenge import challenge_for

@@ -22,8 +22,8 @@ import psutil
 import pytest
 
 from edge.identity import mint_user_token, user_from_jwt
-from seckill.ops.embedded import EmbeddedValkey
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack.embedded import EmbeddedValkey
+from seckill.ops.stack.ports import free_listen_port
 from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, URL_KEY, buy, iso
 
 # The console script pip installed next to this interpreter (not resolved: that leaves the venv).

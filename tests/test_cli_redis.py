@@ -31,7 +31,7 @@ import pytest
 import redis
 
 from seckill.config import Settings
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.conftest import buy, user_headers
 from tests.test_cli import SECKILL, assert_one_line_error, clean_environ, seckill
 
@@ -113,7 +113,7 @@ def tree(folder: Path) -> dict[str, tuple[int, int]]:
 
 def write_up_file(data: Path, pid: int, redis_url: str, database_url: str,
                   key_prefix: str = "seckill") -> Path:
-    """``<data>/up.json`` as a running ``seckill up`` writes it (see seckill/ops/up.py)."""
+    """``<data>/up.json`` as a running ``seckill up`` writes it (see seckill/ops/stack/up.py)."""
     data.mkdir(parents=True, exist_ok=True)
     path = data / "up.json"
     path.write_text(json.dumps({"pid": pid, "redis_url": redis_url,
@@ -225,7 +225,7 @@ def test_the_cli_finds_a_running_up_through_its_data_folder(
 def test_the_up_file_keeps_no_password(tmp_path: Path) -> None:
     """``seckill up`` on a REDIS_URL with a password: up.json says where, not the password, and
     a command that finds it asks for REDIS_URL instead of guessing."""
-    from seckill.ops.up import find_running_up, write_up_file
+    from seckill.ops.stack.up import find_running_up, write_up_file
 
     data = tmp_path / "data"
     data.mkdir()

@@ -25,7 +25,7 @@ from typing import Any
 import urllib3
 from flask import Flask
 
-from seckill.ops.cluster import EmbeddedCluster
+from seckill.ops.stack.cluster import EmbeddedCluster
 from seckill.store.plumbing.routing import slot_of
 from tests.cluster_faults import (
     Crowd,

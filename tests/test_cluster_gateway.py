@@ -21,9 +21,9 @@ from prometheus_client import REGISTRY
 from redis.crc import key_slot
 
 from seckill.config import ConfigError, Settings
-from seckill.ops.cluster import EmbeddedCluster
-from seckill.ops.embedded import EmbeddedValkey
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack.cluster import EmbeddedCluster
+from seckill.ops.stack.embedded import EmbeddedValkey
+from seckill.ops.stack.ports import free_listen_port
 from seckill.services import Services
 from seckill.store.plumbing.connection import Cluster, is_cluster
 from seckill.store.plumbing.readonly import ReadOnlyRefused

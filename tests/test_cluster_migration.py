@@ -23,7 +23,7 @@ from typing import Any
 
 from flask import Flask
 
-from seckill.ops.cluster import EmbeddedCluster
+from seckill.ops.stack.cluster import EmbeddedCluster
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.routing import slot_of
 from tests.cluster_faults import (

@@ -24,8 +24,8 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
 from edge.identity import mint_user_token
-from seckill.ops.cluster import EmbeddedCluster
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.cluster import EmbeddedCluster
+from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.plumbing.connection import close_client
 from tests.conftest import ADMIN, JWT_SECRET, gateway_env, iso
 from tests.servers import gunicorn_server

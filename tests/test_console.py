@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack.ports import free_listen_port
 from tests.conftest import ADMIN, ADMIN_TOKEN, buy, create_activity, expect, user_headers
 from tests.screenshots import shoot
 from tests.test_cli import call

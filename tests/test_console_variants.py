@@ -18,7 +18,7 @@ import pytest
 import urllib3
 
 from edge.identity import mint_user_token
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, buy, expect, gateway_env, iso
 from tests.servers import REPO_ROOT, gunicorn_server
 from tests.test_sale_page import ARTIFACTS, CHROMIUM_ARGS, chromium

@@ -15,7 +15,7 @@ from flask import Flask
 
 from seckill.domain.activities import Activity
 from seckill.domain.clock import now_ms
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack.ports import free_listen_port
 from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect, iso, keys_of, user_headers
 
 # The whole contract, on one server and on a cluster (REDIS_URL naming one of its nodes).

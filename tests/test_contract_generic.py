@@ -9,7 +9,7 @@ import io
 import pytest
 
 from seckill.domain.sizes import OPERATOR_MAX_BODY
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack.ports import free_listen_port
 from seckill.web.body import MAX_BODY
 from tests.conftest import ADMIN, BOTH_BACKENDS, METRICS, buy, expect, user_headers
 from tests.faults import wait_until

@@ -14,8 +14,8 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from seckill.ops.nginx_metrics import NginxCollector
-from seckill.ops.scrape_token import TOKEN_FILE
+from seckill.ops.stack.nginx_metrics import NginxCollector
+from seckill.ops.stack.scrape_token import TOKEN_FILE
 from tests.conftest import ADMIN, METRICS, buy, create_activity, iso
 from tests.servers import require
 

@@ -28,7 +28,7 @@ from seckill.ops.drill.gray import (
     levers_hold,
 )
 from seckill.ops.drill.main import selected_faults
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack.ports import free_listen_port
 
 
 def buy(at: float, status: int, error: str = "", detail: str = "", aid: str = "a",

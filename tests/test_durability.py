@@ -28,7 +28,7 @@ import urllib3
 from flask import Flask
 
 from seckill.config import Settings
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.conftest import ADMIN, buy, iso, user_headers
 from tests.faults import (
     OrderCounter,

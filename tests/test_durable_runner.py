@@ -12,7 +12,7 @@ from flask import Flask
 
 from seckill.domain import errors
 from seckill.domain.activities import MAX_TOTAL
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack.ports import free_listen_port
 from seckill.store.plumbing.connection import Wire
 from seckill.store.plumbing.durability import Durability
 from seckill.store.plumbing.durable import DurableRunner, FollowUp, wrote

@@ -34,7 +34,7 @@ import redis
 import urllib3
 
 from seckill.config import Settings
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.plumbing.connection import close_client
 from seckill.store.plumbing.keys import split_buyer_entry
 from seckill.worker.expiry import Expirer

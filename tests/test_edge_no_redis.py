@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.plumbing.connection import BACKGROUND_CLIENT_PREFIX
 from tests.conftest import create_activity, expect, iso, user_headers
 from tests.faults import wait_until

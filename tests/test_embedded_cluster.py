@@ -1,4 +1,4 @@
-"""The embedded Valkey Cluster (``seckill.ops.cluster``) the cluster tests run on: its shape,
+"""The embedded Valkey Cluster (``seckill.ops.stack.cluster``) the cluster tests run on: its shape,
 where a key lands, a failover that keeps acknowledged writes, a rejoin, a restart from its
 folder. Real servers, the ``valkey_cluster`` session fixture and one cluster of its own."""
 
@@ -18,9 +18,9 @@ import pytest
 import redis
 from redis.cluster import RedisCluster, key_slot
 
-from seckill.ops.cluster import CLUSTER_SLOTS, ClusterError, EmbeddedCluster
-from seckill.ops.embedded import EmbeddedValkey
-from seckill.ops.ports import (
+from seckill.ops.stack.cluster import CLUSTER_SLOTS, ClusterError, EmbeddedCluster
+from seckill.ops.stack.embedded import EmbeddedValkey
+from seckill.ops.stack.ports import (
     BUS_PORT_OFFSET,
     LISTEN_PORTS_FROM,
     free_cluster_ports,

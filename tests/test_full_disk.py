@@ -31,9 +31,9 @@ import redis
 from flask import Flask
 
 from seckill.config import Settings
-from seckill.ops.cluster import up_cluster
-from seckill.ops.embedded import EmbeddedValkey, FsyncKeeper
-from seckill.ops.supervisor import ChildSpec, Supervisor
+from seckill.ops.stack.cluster import up_cluster
+from seckill.ops.stack.embedded import EmbeddedValkey, FsyncKeeper
+from seckill.ops.stack.supervisor import ChildSpec, Supervisor
 from seckill.store.plumbing.storage import available_bytes
 from seckill.web.app import create_app
 from tests.conftest import (
@@ -49,7 +49,7 @@ from tests.faults import dedicated_valkey, stop_worker_process, wait_until, work
 from tests.test_cli import call
 from tests.upstack import UpStack, running_up, user_token
 
-# More than the room under which Valkey runs everysec (seckill.ops.embedded.ROOM_FLOOR_BYTES).
+# More than the room under which Valkey runs everysec (seckill.ops.stack.embedded.ROOM_FLOOR_BYTES).
 DISK_SIZE = "160m"
 # Longer than the old supervisor's crash-loop limit (6 quick deaths, about 15 s of backoff).
 FULL_FOR_SECONDS = 25.0

@@ -22,7 +22,7 @@ import orjson
 import pytest
 
 from edge.identity import mint_user_token
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.conftest import ADMIN_TOKEN, JWT_SECRET, gateway_env, iso
 from tests.servers import gunicorn_server, nginx_server
 

@@ -26,9 +26,9 @@ import redis
 import urllib3
 
 from edge.identity import mint_user_token
-from seckill.ops import nginx
-from seckill.ops.embedded import EmbeddedValkey
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack import nginx
+from seckill.ops.stack.embedded import EmbeddedValkey
+from seckill.ops.stack.ports import free_listen_port
 from tests.conftest import ADMIN, JWT_SECRET, gateway_env, iso
 from tests.servers import NginxFront, gunicorn_server, nginx_server, require_nginx
 

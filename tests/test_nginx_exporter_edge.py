@@ -27,7 +27,7 @@ import pytest
 import urllib3
 from prometheus_client.parser import text_string_to_metric_families
 
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack.ports import free_listen_port
 from tests import test_nginx as nginx_tests
 from tests.conftest import ADMIN, ADMIN_TOKEN, METRICS
 from tests.servers import NginxFront, running_server

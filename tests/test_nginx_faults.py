@@ -25,7 +25,7 @@ import orjson
 import pytest
 import urllib3
 
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack.ports import free_listen_port
 from tests import test_nginx as nginx_tests
 from tests.conftest import ADMIN, iso
 from tests.servers import NginxFront

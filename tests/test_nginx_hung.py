@@ -25,8 +25,8 @@ import pytest
 import redis
 import urllib3
 
-from seckill.ops.embedded import EmbeddedValkey
-from seckill.ops.nginx import NginxOptions
+from seckill.ops.stack.embedded import EmbeddedValkey
+from seckill.ops.stack.nginx import NginxOptions
 from tests import test_nginx as nginx_tests
 from tests.test_nginx import Answer, Instances, bearer, call, create_activity, front
 
@@ -183,7 +183,7 @@ def test_a_timed_out_get_can_always_move(tmp_path: Path, get_timeout: int,
     """nginx moves a request only within proxy_next_upstream_timeout of its start: that must
     hold a first try's connect and read timeouts, or a hung instance's GET is a 504. A hot
     GET's timeout is never longer than the others'."""
-    from seckill.ops import nginx
+    from seckill.ops.stack import nginx
 
     text = nginx.render(NginxOptions(backends=["127.0.0.1:9001"], run_dir=tmp_path,
                                      get_timeout=get_timeout, read_timeout=read_timeout))

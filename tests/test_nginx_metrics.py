@@ -11,7 +11,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from seckill.ops.nginx_metrics import METRIC_NAMES, Line, LogTail, NginxCollector, parse
+from seckill.ops.stack.nginx_metrics import METRIC_NAMES, Line, LogTail, NginxCollector, parse
 
 # The text format before cache= and edge= were logged, then as nginx.conf.template writes it.
 OLD = ('2026-11-24T20:55:59+00:00 nginx.access INFO 127.0.0.1 "GET /seckill/url?activity=a '

@@ -134,7 +134,7 @@ def test_the_rendered_config_stamps_every_location_that_sets_its_own_headers(
 ) -> None:
     """A location with any proxy_set_header of its own inherits none from http{}: each such
     location that proxies to the gateway sets X-Request-Start itself."""
-    from seckill.ops import nginx
+    from seckill.ops.stack import nginx
 
     text = nginx.render(nginx.NginxOptions(backends=["127.0.0.1:9001"], run_dir=tmp_path))
     http_level = text.split("server {", 1)[0]

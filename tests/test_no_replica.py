@@ -3,7 +3,7 @@ anything is decided (issue 23, item 3): 503 ``unavailable``, ``"detail": "no_rep
 Redis unchanged; the sale goes on within seconds of a replica coming back.
 
 The embedded cluster of ``seckill up`` sets ``min-replicas-to-write 1`` on every node when
-the durability is ``replica`` (``seckill.ops.replica_guard``): a master with no
+the durability is ``replica`` (``seckill.ops.stack.replica_guard``): a master with no
 replica online (its replica killed, a promoted replica whose master died, a replica still in
 its first sync) refuses a script's first write with ``NOREPLICAS``, so the script changes
 nothing. Each test runs a cluster of its own (3 masters, 1 replica each) and kills nodes of it.
@@ -38,7 +38,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from seckill.config import ConfigError
-from seckill.ops.cluster import EmbeddedCluster, up_cluster
+from seckill.ops.stack.cluster import EmbeddedCluster, up_cluster
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.routing import slot_of
 from tests.cluster_faults import (

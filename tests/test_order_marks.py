@@ -18,7 +18,7 @@ from flask.testing import FlaskClient
 from redis.cluster import RedisCluster
 
 from seckill.config import Settings
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.audit.reconcile import reconcile
 from seckill.store.plumbing.connection import close_client
 from seckill.worker.orders import GROUP

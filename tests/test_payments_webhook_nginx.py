@@ -13,7 +13,7 @@ import orjson
 import pytest
 import urllib3
 
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.conftest import ADMIN, gateway_env, user_headers
 from tests.servers import gunicorn_server, nginx_server, require_nginx
 from tests.test_payments_webhook import SECRET, payment, signed

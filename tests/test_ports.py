@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from seckill.config import ConfigError, port_slice
-from seckill.ops import ports
-from seckill.ops.embedded import free_port
+from seckill.ops.stack import ports
+from seckill.ops.stack.embedded import free_port
 
 
 def test_the_slice_is_read_as_n_of_m_and_defaults_to_every_port() -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import redis
 import urllib3
 
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from tests import test_nginx as nginx_tests
 from tests.test_nginx import Instances, bearer, call, create_activity, front
 from tests.test_nginx_hung import frozen

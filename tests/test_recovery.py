@@ -22,7 +22,7 @@ from flask import Flask
 
 from seckill.config import Settings
 from seckill.domain import errors
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.sale.recovery import Restorer

@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 from standardwebhooks.webhooks import Webhook
 
 from seckill.config import Settings
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.admission_helpers import join, poll, queued_activity, wait_for_start
 from tests.conftest import (
     ADMIN,

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.conftest import ADMIN_TOKEN, gateway_env, iso
 from tests.servers import NginxFront, gunicorn_server, nginx_server
 from tests.test_http_wire import ADMIN_JSON, Answer, bearer, chunked, exchange, request

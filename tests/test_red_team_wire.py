@@ -29,7 +29,7 @@ import pytest
 import redis
 
 from edge.identity import mint_user_token
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.conftest import ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, gateway_env, iso
 from tests.servers import gunicorn_server
 from tests.test_cli import call, seckill, seckill_up, stop_and_check_nothing_is_left

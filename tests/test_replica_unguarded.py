@@ -36,7 +36,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from seckill.config import ConfigError
-from seckill.ops.cluster import EmbeddedCluster
+from seckill.ops.stack.cluster import EmbeddedCluster
 from tests.cluster_faults import (
     activity_on,
     cluster_env,

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from edge.identity import mint_user_token
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack.ports import free_listen_port
 from tests.conftest import ADMIN_TOKEN, JWT_SECRET, iso
 from tests.test_cli import call
 from tests.test_sale_page import ARTIFACTS, BROWSER_CLOCK_SKEW, browser  # noqa: F401

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from edge.identity import mint_user_token
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.conftest import ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, gateway_env, iso
 from tests.schemathesis_hooks import LEVER_TARGET
 from tests.servers import REPO_ROOT, gunicorn_server, nginx_server

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from seckill.config import ConfigError, Settings, data_keys
 from seckill.domain.activities import Activity
-from seckill.ops import secret_commands
 from seckill.ops.cli import main
+from seckill.ops.stack.up import seal_at_start
 from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
 from seckill.sql.sealed_rows import PLAIN, census, check, reseal
@@ -311,7 +311,7 @@ def test_a_key_that_does_not_open_the_stored_secrets_is_refused_clearly(
                                   "SECKILL_SECRET_KEY": URL_KEY, "SECKILL_JWT_SECRET": URL_KEY,
                                   "SECKILL_ADMIN_TOKEN": "admin-token"})
     with pytest.raises(ConfigError, match=sealed_by):  # seckill up refuses to start
-        secret_commands.seal_at_start(settings)
+        seal_at_start(settings)
     env = _env(database_url, tmp_path, SECKILL_DATA_KEY=KEY_C)
     assert _command(monkeypatch, env, "secrets", "rotate") == 2
     assert sealed_by in capsys.readouterr().err

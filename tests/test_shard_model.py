@@ -32,7 +32,7 @@ from redis.commands.core import Script
 
 from seckill.domain import errors
 from seckill.domain.activities import MAX_TOTAL, parse_new_activity
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.plumbing.connection import close_client
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts

@@ -20,7 +20,7 @@ import pytest
 import urllib3
 from redis.cluster import RedisCluster
 
-from seckill.ops.cluster import EmbeddedCluster
+from seckill.ops.stack.cluster import EmbeddedCluster
 from seckill.store.plumbing.connection import close_client
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.shards import home_part, part_tags

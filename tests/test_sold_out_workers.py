@@ -20,7 +20,7 @@ import redis
 import urllib3
 
 from edge.identity import mint_user_token
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.conftest import ADMIN, JWT_SECRET, gateway_env, iso
 from tests.servers import gunicorn_server
 

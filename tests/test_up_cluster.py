@@ -18,9 +18,9 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from seckill.ops.cluster import CLUSTER_SLOTS, EmbeddedCluster
-from seckill.ops.embedded import read_password
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack.cluster import CLUSTER_SLOTS, EmbeddedCluster
+from seckill.ops.stack.embedded import read_password
+from seckill.ops.stack.ports import free_listen_port
 from tests.conftest import ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, URL_KEY
 from tests.test_cli import (
     SECKILL,

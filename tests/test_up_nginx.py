@@ -24,8 +24,8 @@ import pytest
 import redis
 import urllib3
 
-from seckill.ops import nginx
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack import nginx
+from seckill.ops.stack.ports import free_listen_port
 from tests.conftest import ADMIN
 from tests.servers import require_nginx
 from tests.test_cli import (

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 import urllib3
 
 from seckill.domain.clock import now_ms
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.sql.engine import make_engine
 from seckill.sql.schema import ensure_schema
 from tests.conftest import ADMIN_TOKEN, gateway_env

@@ -16,8 +16,8 @@ import psutil
 import pytest
 import sqlalchemy as sa
 
-from seckill.ops.embedded import die_with_parent
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack.embedded import die_with_parent
+from seckill.ops.stack.ports import free_listen_port
 from seckill.sql import engine as db
 from seckill.sql.schema import ensure_schema, outbox, webhook_deliveries
 from seckill.webhooks.options import DispatchOptions

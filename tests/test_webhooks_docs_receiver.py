@@ -16,7 +16,7 @@ import sqlalchemy as sa
 import urllib3
 from standardwebhooks.webhooks import Webhook
 
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack.ports import free_listen_port
 from seckill.sql import engine as db
 from seckill.sql.schema import ensure_schema, webhook_deliveries
 from seckill.webhooks.options import DispatchOptions

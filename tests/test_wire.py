@@ -10,7 +10,7 @@ import pytest
 import redis
 from redis.exceptions import NoScriptError
 
-from seckill.ops.embedded import EmbeddedValkey
+from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.plumbing.connection import Wire
 from tests.faults import wait_until
 

@@ -19,7 +19,7 @@ from flask.testing import FlaskClient
 from redis.cluster import key_slot
 
 from seckill.config import Settings
-from seckill.ops.cluster import EmbeddedCluster
+from seckill.ops.stack.cluster import EmbeddedCluster
 from seckill.store.plumbing.keys import KeySpace
 from seckill.worker import groups
 from seckill.worker.groups import GROUP

@@ -19,7 +19,7 @@ from typing import Any
 import psutil
 
 from edge.identity import mint_user_token
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack.ports import free_listen_port
 from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, URL_KEY, iso
 from tests.servers import require_nginx
 from tests.test_cli import call, seckill_up

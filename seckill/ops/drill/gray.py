@@ -23,7 +23,6 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from seckill.ops.cluster import DEFAULT_NODE_TIMEOUT_MS
 from seckill.ops.drill.checks import Invariant, StoredRow
 from seckill.ops.drill.crowd import Client, Crowd, Record
 from seckill.ops.drill.database import activity_row
@@ -32,7 +31,8 @@ from seckill.ops.drill.faults import Operator
 from seckill.ops.drill.report import Fault
 from seckill.ops.drill.stack import DrillStack
 from seckill.ops.drill.webhooks import Receiver
-from seckill.ops.nginx import NginxOptions
+from seckill.ops.stack.cluster import DEFAULT_NODE_TIMEOUT_MS
+from seckill.ops.stack.nginx import NginxOptions
 
 # A freeze lasts longer than nginx's read timeout, so that nginx gives up on the part first.
 FREEZE_S = float(NginxOptions.read_timeout) + 2.0

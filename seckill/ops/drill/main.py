@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from seckill.config import ConfigError, operator_secrets, own_redis_url
-from seckill.ops.commands import Failure
+from seckill.ops.cli.store import Failure
 from seckill.ops.drill import gray
 from seckill.ops.drill.checks import (
     Evidence,
@@ -45,7 +45,7 @@ from seckill.ops.drill.plan import plan_activities, plan_buyers
 from seckill.ops.drill.report import Fault, Stopwatch, markdown, text, write
 from seckill.ops.drill.stack import PERSON_CLAIM, DrillStack, StackError, seckill_command
 from seckill.ops.drill.webhooks import Receiver, check_events
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack.ports import free_listen_port
 
 # The faults by the names --faults takes, in the order they run; "restart" last of all.
 CLASSIC = ("pause", "kill-valkey", "kill-gunicorn", "kill-worker", "kill-webhooks",

@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from seckill.config import SECRET_VARS, environment
-from seckill.ops.embedded import die_with_parent, read_password
-from seckill.ops.nginx import nginx_binary
-from seckill.ops.ports import free_listen_port
+from seckill.ops.stack.embedded import die_with_parent, read_password
+from seckill.ops.stack.nginx import nginx_binary
+from seckill.ops.stack.ports import free_listen_port
 
 if TYPE_CHECKING:
-    from seckill.ops.cluster import EmbeddedCluster
+    from seckill.ops.stack.cluster import EmbeddedCluster
 
-# The supervisor's lines about its children (seckill/ops/supervisor.py), text or JSON format.
+# The supervisor's lines about its children (seckill/ops/stack/supervisor.py), text or JSON format.
 CHILD_LINE = re.compile(r"(\S+) (started|restarted) \(pid (\d+)\)")
 BANNER = "seckill is up on"
 # The claim naming the person behind an account in the drill's tokens (SECKILL_PERSON_CLAIM of
@@ -294,7 +294,7 @@ class DrillStack:
     def cluster(self) -> EmbeddedCluster:
         """A view of the stack's embedded cluster (its nodes not ours: ``seckill up``'s), with
         the password ``seckill up`` keeps in the data folder."""
-        from seckill.ops.cluster import EmbeddedCluster
+        from seckill.ops.stack.cluster import EmbeddedCluster
 
         return EmbeddedCluster(self.data / "cluster", self.redis_nodes or 0, self.replicas or 0,
                                password=read_password(self.data))

@@ -20,9 +20,9 @@ with the next ``EXEC`` (upstream: valkey-io/valkey PR #4342). What the file can 
 the file (``<file>.torn-<UTC time>``) and logs what it cut (logger ``seckill.aof``);
 :func:`repair_manifest` repairs every BASE (RESP format) and INCR file a manifest lists.
 :func:`repair_before_start` runs ``valkey-check-aof`` first (C speed) and repairs only what it
-finds invalid. ``python -m seckill.ops.aof <valkey-server argv>`` does that for the folder the
+finds invalid. ``python -m seckill.ops.stack.aof <valkey-server argv>`` does that for the folder the
 argv names, then execs the server in the same process (what the supervisor runs; the pid
-stays the server's). ``seckill aof repair`` (:mod:`seckill.ops.aof_cli`) is the operator's.
+stays the server's). ``seckill aof repair`` (:mod:`seckill.ops.cli.aof`) is the operator's.
 """
 
 from __future__ import annotations
@@ -336,9 +336,9 @@ def repair_before_start(argv: Sequence[str]) -> None:
 
 
 def main(argv: Sequence[str]) -> None:
-    """``python -m seckill.ops.aof <valkey-server> <its args>``: repair, then exec it."""
+    """``python -m seckill.ops.stack.aof <valkey-server> <its args>``: repair, then exec it."""
     if not argv:
-        sys.exit("usage: python -m seckill.ops.aof <valkey-server> [its arguments]")
+        sys.exit("usage: python -m seckill.ops.stack.aof <valkey-server> [its arguments]")
     from seckill import logs
 
     # No repeat-collapsing filter: the process execs the server right after these lines.

@@ -3,7 +3,7 @@
 Used by ``seckill up`` when ``REDIS_URL`` is not set, and by the test suite. The server runs in
 the foreground as our child (no daemonizing), with AOF on and ``appendfsync always``, its data
 in a folder we choose, on a port we choose (a free one by default). Before every start its AOF
-is repaired so that no incomplete transaction is loaded (:mod:`seckill.ops.aof`).
+is repaired so that no incomplete transaction is loaded (:mod:`seckill.ops.stack.aof`).
 
 On a full disk, ``appendfsync always`` makes Valkey exit at the first write it cannot append
 (it has applied the write and cannot take it back), and again after every restart. Under
@@ -35,7 +35,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from seckill.config import port_slice
-from seckill.ops import aof
+from seckill.ops.stack import aof
 from seckill.store.plumbing.storage import available_bytes
 
 # Below this much room on its disk Valkey runs ``everysec`` (see the module's docstring). The
@@ -178,10 +178,10 @@ class EmbeddedValkey:
 
     def command(self) -> list[str]:
         """The command line that runs the server for a supervisor: a small Python step that
-        repairs the AOF (:mod:`seckill.ops.aof`) then execs :meth:`server_command` in the same
+        repairs the AOF (:mod:`seckill.ops.stack.aof`) then execs :meth:`server_command` in the same
         process, so a restart after a crash never loads an incomplete transaction; on a full
         disk, with ``everysec`` (:func:`for_the_disk`)."""
-        return [sys.executable, "-m", "seckill.ops.embedded", *self.server_command()]
+        return [sys.executable, "-m", "seckill.ops.stack.embedded", *self.server_command()]
 
     def server_command(self) -> list[str]:
         """The valkey-server command line (foreground, AOF on, no RDB snapshots); the config
@@ -388,8 +388,8 @@ class FsyncKeeper:
 
 
 def main(argv: Sequence[str]) -> None:
-    """``python -m seckill.ops.embedded <valkey-server> <its args>``: the policy for the
-    disk (:func:`for_the_disk`), then :func:`seckill.ops.aof.main` (repair, exec)."""
+    """``python -m seckill.ops.stack.embedded <valkey-server> <its args>``: the policy for the
+    disk (:func:`for_the_disk`), then :func:`seckill.ops.stack.aof.main` (repair, exec)."""
     chosen = for_the_disk(argv)
     if chosen != list(argv):
         from seckill import logs

@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 from seckill import config
 from seckill.config import ConfigError, Settings, data_dir_from, with_password
 from seckill.domain import errors
-from seckill.ops.embedded import read_password
-from seckill.ops.up import UP_FILE, find_running_up, redact_url
+from seckill.ops.stack.embedded import read_password
+from seckill.ops.stack.up import UP_FILE, find_running_up, redact_url
 
 if TYPE_CHECKING:
     from seckill.services import Services

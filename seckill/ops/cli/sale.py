@@ -11,7 +11,7 @@ from typing import Any
 
 from seckill.domain import errors
 from seckill.domain.activities import CONSOLE_STATES
-from seckill.ops.command_store import (
+from seckill.ops.cli.store import (
     READ,
     WRITE,
     checked_activity_id,

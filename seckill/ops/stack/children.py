@@ -1,5 +1,6 @@
 """The children ``seckill up`` starts besides Redis: gunicorn instances, nginx and the exporter
-of nginx's counts; each a :class:`~seckill.ops.supervisor.ChildSpec`, with where its logs go."""
+of nginx's counts; each a :class:`~seckill.ops.stack.supervisor.ChildSpec`, with where its
+logs go."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import tempfile
 from pathlib import Path
 
 from seckill.config import ConfigError, nginx_path
-from seckill.ops.nginx import INSTALL_HINT
-from seckill.ops.supervisor import ChildSpec, http_ready, log
+from seckill.ops.stack.nginx import INSTALL_HINT
+from seckill.ops.stack.supervisor import ChildSpec, http_ready, log
 
 
 def loopback(host: str) -> str:
@@ -87,7 +88,7 @@ def render_nginx(
     metrics_port: int | None = None,
 ) -> tuple[Path, Path]:
     """Write ``<data>/nginx/nginx.conf`` for ``backends`` and check it with ``nginx -t``."""
-    from seckill.ops import nginx
+    from seckill.ops.stack import nginx
 
     run_dir = (data_dir / "nginx").resolve()
     nginx.prepare_run_dir(run_dir)

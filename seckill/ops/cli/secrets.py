@@ -3,8 +3,9 @@
 
 ``rotate`` is the last step of a key's rotation (docs/deployment.md, "Secrets at rest") and
 what seals the rows written before sealing existed; ``seckill up`` runs the same sweep at
-start (:func:`seal_at_start`). Safe beside a running gateway, idempotent, one row per
-transaction (seckill/sql/sealed_rows.py). Neither prints a key or a secret: key ids only.
+start (:func:`seckill.ops.stack.up.seal_at_start`). Safe beside a running gateway,
+idempotent, one row per transaction (seckill/sql/sealed_rows.py). Neither prints a key or a
+secret: key ids only.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import argparse
 from typing import Any
 
 from seckill import config
-from seckill.config import ConfigError, Settings
+from seckill.config import ConfigError
 
 
 def _database_and_keys(environ: dict[str, str] | None = None) -> tuple[str, Any]:
@@ -27,30 +28,6 @@ def _database_and_keys(environ: dict[str, str] | None = None) -> tuple[str, Any]
         raise ConfigError("set SECKILL_DATA_KEY (or SECKILL_SECRET_KEY) as the gateway has it")
     url = env.get("DATABASE_URL") or f"sqlite:///{config.data_dir_from(env) / 'seckill.db'}"
     return url, Keyring(keys)
-
-
-def seal_at_start(settings: Settings) -> None:
-    """``seckill up``'s sweep before its children start: the rows written before sealing, or
-    under an older key, sealed under the current one. ConfigError (the start refused) when a
-    sealed secret does not open with the environment's keys. A database not reachable yet is
-    left to the next start, or ``seckill secrets rotate``."""
-    import sqlalchemy as sa
-
-    from seckill.sql.engine import make_engine
-    from seckill.sql.schema import ensure_schema
-    from seckill.sql.sealed_rows import reseal
-    from seckill.sql.sealing import DataKeyError, Keyring
-
-    engine = make_engine(settings.database_url)
-    try:
-        ensure_schema(engine)
-        reseal(engine, Keyring.of(settings))
-    except DataKeyError as exc:
-        raise ConfigError(str(exc)) from None
-    except sa.exc.DBAPIError:
-        pass  # the children wait for the database, and check the keys when it comes
-    finally:
-        engine.dispose()
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from seckill.domain import errors
-from seckill.ops.command_store import READ, WRITE, no_activity, refused, store_services
+from seckill.ops.cli.store import READ, WRITE, no_activity, refused, store_services
 
 _COLUMNS = ("kind", "id", "activity", "created_at", "reason")
 

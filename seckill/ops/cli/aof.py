@@ -1,4 +1,4 @@
-"""``seckill aof repair PATH [--dry-run]``: the AOF repair of :mod:`seckill.ops.aof` for an
+"""``seckill aof repair PATH [--dry-run]``: the AOF repair of :mod:`seckill.ops.stack.aof` for an
 operator's stopped server (or a ``seckill up`` data folder)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from seckill import logs
-from seckill.ops import aof
+from seckill.ops.stack import aof
 
 
 def _held_open(path: Path) -> bool:
@@ -58,7 +58,7 @@ def cmd_aof_repair(args: argparse.Namespace) -> int:
             continue
         print(f"{path}: {len(cuts)} cut(s)" + (" (dry run)" if args.dry_run and cuts else ""))
     if not args.dry_run:
-        from seckill.ops.embedded import valkey_binary
+        from seckill.ops.stack.embedded import valkey_binary
 
         for manifest in manifests or files:
             try:

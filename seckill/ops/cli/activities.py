@@ -1,7 +1,8 @@
-"""The operator's commands on the store: ``seckill activity create|show|restock|admission``,
-``seckill order cancel|pay`` and ``seckill reconcile``. Each turns its options into the
-operator action's input, calls the action of ``seckill.operator`` (the admin API's own), and
-prints the result as text. The store they use: ``seckill.ops.command_store``.
+"""The operator's commands on activities: ``seckill activity create|show|restock|admission``
+and ``seckill reconcile``. Each turns its options into the operator action's input, calls the
+action of ``seckill.operator`` (the admin API's own), and prints the result as text. The store
+they use: ``seckill.ops.cli.store``; the sale-day verbs (``list|pause|resume|end``):
+``seckill.ops.cli.sale``; orders: ``seckill.ops.cli.orders``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from seckill.domain import errors
 from seckill.domain.product import Product
-from seckill.ops.command_store import (
+from seckill.ops.cli.store import (
     CREATE,
     READ,
     WRITE,
@@ -24,16 +25,16 @@ from seckill.ops.command_store import (
     refused,
     store_services,
 )
-from seckill.ops.up import redact_url
-from seckill.ops.variant_options import variants_body
+from seckill.ops.cli.variants import variants_body
+from seckill.ops.stack.up import redact_url
 
 if TYPE_CHECKING:
     from seckill.domain.activities import Activity
     from seckill.sql.book import OrderBook
 
-__all__ = ["Failure", "add_product_options", "cmd_activity_admission", "cmd_activity_create",
-           "cmd_activity_restock", "cmd_activity_show", "cmd_order_cancel", "cmd_order_pay",
-           "cmd_reconcile", "price_cents", "units_arg"]
+__all__ = ["add_product_options", "cmd_activity_admission", "cmd_activity_create",
+           "cmd_activity_restock", "cmd_activity_show", "cmd_reconcile", "price_cents",
+           "units_arg"]
 
 
 # -- seckill activity create: its options as the admin API's body -----------------------
@@ -143,7 +144,7 @@ def cmd_activity_create(args: argparse.Namespace) -> int:
     from seckill.domain.activities import PACKETS
     from seckill.domain.clock import now_ms
     from seckill.operator import activities
-    from seckill.ops.progress import ProgressBar
+    from seckill.ops.cli.progress import ProgressBar
 
     activity = activities.new_activity(_activity_body(args))  # before any store is opened
     progress = None
@@ -253,36 +254,7 @@ def units_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
-# -- seckill order cancel|pay / seckill reconcile ----------------------------------------
-
-
-def cmd_order_cancel(args: argparse.Namespace) -> int:
-    """``seckill order cancel``: cancel an order (its stock goes back), print the result."""
-    from seckill.operator import orders
-
-    with store_services(WRITE) as services:
-        try:
-            cancelled = orders.cancel(services, args.order_id)
-        except (errors.UnknownOrder, errors.AlreadyCancelled) as exc:
-            raise refused(exc) from None
-    print(json.dumps({"status": "cancelled", "order_id": cancelled.order_id,
-                      "remaining": cancelled.remaining}))
-    return 0
-
-
-def cmd_order_pay(args: argparse.Namespace) -> int:
-    """``seckill order pay``: record a held order's payment, print it."""
-    from seckill.operator import orders
-
-    with store_services(WRITE) as services:
-        try:
-            paid = orders.pay(services, args.order_id, args.ref)
-        except errors.SeckillError as exc:
-            if exc.status >= 500:
-                raise
-            raise refused(exc) from None
-    print(json.dumps(paid))
-    return 0
+# -- seckill reconcile -----------------------------------------------------------------
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:

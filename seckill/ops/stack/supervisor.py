@@ -3,7 +3,7 @@ when one dies, stopped in reverse order on SIGINT/SIGTERM, with no orphan left b
 
 Every child runs in its own session (``start_new_session``), so a Ctrl-C in the terminal
 reaches only this process, which then stops the children itself, in the right order. Each
-child also gets ``PR_SET_PDEATHSIG`` (:func:`seckill.ops.embedded.die_with_parent`): if this
+child also gets ``PR_SET_PDEATHSIG`` (:func:`seckill.ops.stack.embedded.die_with_parent`): if this
 process is killed with SIGKILL, Linux sends the children SIGTERM. After a child leader exits,
 whatever is left in its process group (e.g. a gunicorn worker whose master was killed) is
 killed too, so the port it held is free for the restart.
@@ -31,7 +31,7 @@ from pathlib import Path
 from types import FrameType
 
 from seckill import logs
-from seckill.ops.embedded import die_with_parent
+from seckill.ops.stack.embedded import die_with_parent
 from seckill.store.plumbing.storage import disk_full
 
 # A child that dies sooner than this after starting counts towards a crash loop: each such

@@ -12,7 +12,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from seckill.config import port_slice
-from seckill.ops.embedded import free_port, in_slice
+from seckill.ops.stack.embedded import free_port, in_slice
 
 BUS_PORT_OFFSET = 10000  # a node's cluster bus listens on its port + 10000
 

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from seckill.domain import errors
-from seckill.ops.command_store import READ, WRITE, refused, store_services
+from seckill.ops.cli.store import READ, WRITE, refused, store_services
 
 _LIST_COLUMNS = ("id", "url", "events", "backlog", "failed", "last_attempt")
 _DELIVERY_COLUMNS = ("event_id", "type", "subject", "status", "attempts", "last_attempt_at",
