@@ -491,7 +491,7 @@ def webhook_nice(environ: Mapping[str, str] | None = None) -> int:
 
 
 def webhook_dispatch(environ: Mapping[str, str] | None = None) -> tuple[float, int]:
-    """The webhooks' dispatcher (issue #27): ``SECKILL_WEBHOOK_RETRY_HOURS`` (a delivery still
+    """The webhooks' dispatcher: ``SECKILL_WEBHOOK_RETRY_HOURS`` (a delivery still
     failing this long after its first attempt is marked failed; default 24) and
     ``SECKILL_WEBHOOK_RETENTION`` (seconds delivered events are kept; default 604800)."""
     env = _environ(environ)

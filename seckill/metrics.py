@@ -46,6 +46,8 @@ RATELIMIT_FAILURES = Counter(
 _answered: dict[tuple[str, str], Any] = {}
 _purchase_seconds: dict[str, Any] = {}
 
+log = logging.getLogger(__name__)
+
 
 def answered(endpoint: str, outcome: str) -> None:
     """Count one answered request. The labelled children are kept (``labels()`` looks them
@@ -232,7 +234,7 @@ class Kept:
                 if not claimed and last is not None:
                     return last
             except Exception:  # a scrape never fails for it: read here, as unshared
-                logging.getLogger("seckill.metrics").debug("shared metrics unavailable",
+                log.debug("shared metrics unavailable",
                                                            exc_info=True)
         taken = time.time()  # from its start: a slow reading is not followed at once
         text = text_of(self._registry)
@@ -240,7 +242,7 @@ class Kept:
             try:
                 self.shared.publish(taken, text)
             except Exception:  # the others read on their own once the claim lapses
-                logging.getLogger("seckill.metrics").debug("metrics not shared", exc_info=True)
+                log.debug("metrics not shared", exc_info=True)
         return taken, text
 
 
@@ -317,7 +319,7 @@ class WebhookCollector(Collector):
         try:
             numbers = self.read()
         except Exception:  # a scrape must not fail for a database blip
-            logging.getLogger("seckill.metrics").warning("webhook metrics unavailable",
+            log.warning("webhook metrics unavailable",
                                                          exc_info=True)
             return
         attempts = CounterMetricFamily(
@@ -360,7 +362,7 @@ class StorageCollector(Collector):
         try:
             found = self.read()
         except Exception:  # a scrape must not fail for it
-            logging.getLogger("seckill.metrics").warning("storage metrics unavailable",
+            log.warning("storage metrics unavailable",
                                                          exc_info=True)
             return
         yield GaugeMetricFamily(

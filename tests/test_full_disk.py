@@ -410,11 +410,11 @@ def test_the_rate_limiter_says_a_storage_refusal_once_not_per_request(
         client = store.app.test_client()
         aid = create_activity(client, total=100)["id"]
         store.refuse()
-        caplog.set_level(logging.INFO, logger="seckill.ratelimit")
+        caplog.set_level(logging.INFO, logger="seckill.store.sale.state")
         for n in range(100):
             got = client.get(f"/seckill/url?activity={aid}", headers=user_headers(f"r{n}"))
             assert got.status_code == 200, got.get_json()  # fails open
-        said = [r for r in caplog.records if r.name == "seckill.ratelimit"]
+        said = [r for r in caplog.records if r.name == "seckill.store.sale.state"]
         assert 1 <= len(said) <= 2, [r.getMessage() for r in said]
         assert "disk" in said[0].getMessage(), said[0].getMessage()
 

@@ -106,7 +106,7 @@ def test_flushall_during_a_sale_rebuilds_from_the_database(
     ], "a lost activity must say so, not 'sold out' nor 'unlimited'"
     assert rds.dbsize() == 0
 
-    caplog.set_level(logging.INFO, logger="seckill.recovery")
+    caplog.set_level(logging.INFO, logger="seckill.store.sale.recovery")
     crowd = [*stored, *unstored, *(f"new{i:02d}" for i in range(33))]
     gate = threading.Event()
 
@@ -140,7 +140,7 @@ def test_flushall_during_a_sale_rebuilds_from_the_database(
     assert (remaining, sold) == (0, total)
     assert rds.hlen(_key(prefix, aid, "buyers")) == total
 
-    rebuilds = [r.getMessage() for r in caplog.records if r.name == "seckill.recovery"]
+    rebuilds = [r.getMessage() for r in caplog.records if r.name == "seckill.store.sale.recovery"]
     assert len([m for m in rebuilds if "rebuilt from the database" in m]) == 1, rebuilds
     assert not [m for m in rebuilds if "already present" in m], rebuilds
 

@@ -49,7 +49,7 @@ def xreadgroup_calls(cluster: EmbeddedCluster, port: int) -> int:
 def worker_complaints(caplog: pytest.LogCaptureFixture) -> list[str]:
     """The worker's warnings and errors (a cross-slot command, a crash, an outage)."""
     return [r.getMessage() for r in caplog.records
-            if r.name == "seckill.worker" and r.levelno >= logging.WARNING]
+            if r.name.startswith("seckill.worker.") and r.levelno >= logging.WARNING]
 
 
 @CLUSTER_ONLY

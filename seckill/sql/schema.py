@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from seckill.domain.orders import CONFIRMED
 
-log = logging.getLogger("seckill.schema")
+log = logging.getLogger(__name__)
 
 metadata = sa.MetaData()
 

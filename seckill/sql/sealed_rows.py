@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from seckill.sql.schema import activities, webhook_endpoints
 from seckill.sql.sealing import DataKeyError, Keyring, sealed_by
 
-log = logging.getLogger("seckill.sealing")
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)

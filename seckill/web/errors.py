@@ -15,7 +15,7 @@ from seckill.store.plumbing.connection import unavailable
 from seckill.web.body import body_limit, declared_length, refuse_nul_query
 from seckill.web.jsonio import json_response
 
-log = logging.getLogger("seckill")
+log = logging.getLogger(__name__)
 
 _HTTP_CODES: dict[int, type[errors.SeckillError]] = {
     401: errors.Unauthenticated,

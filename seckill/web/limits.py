@@ -39,7 +39,7 @@ from seckill.store.plumbing.connection import (
 )
 from seckill.web.errors import error_response
 
-log = logging.getLogger("seckill.ratelimit")
+log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., object])
 

@@ -43,7 +43,7 @@ from seckill import logs
 from seckill.config import instance_name, log_component, read_deadlines
 from seckill.domain import errors
 
-log = logging.getLogger("seckill")
+log = logging.getLogger(__name__)
 
 # What each status gunicorn answers with means in the contract's words.
 STATUS_CODES = {

@@ -31,7 +31,7 @@ from seckill.sql.sealing import Keyring
 from seckill.webhooks.options import DispatchOptions
 from seckill.webhooks.sender import Attempt, Sender
 
-log = logging.getLogger("seckill.webhooks")
+log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
 

@@ -21,7 +21,7 @@ from seckill.sql.sealing import Keyring
 from seckill.webhooks.dispatcher import Clock, Dispatcher
 from seckill.webhooks.options import DispatchOptions
 
-log = logging.getLogger("seckill.webhooks")
+log = logging.getLogger(__name__)
 
 
 def dispatcher_engine(database_url: str) -> sa.Engine:

@@ -31,7 +31,7 @@ from seckill.store.plumbing.connection import Client
 from seckill.worker.groups import GROUP
 from seckill.worker.letters import Letters
 
-log = logging.getLogger("seckill.worker")
+log = logging.getLogger(__name__)
 
 Held = tuple[str, str, Cancel | Paid]  # stream, entry id, the update
 

@@ -24,7 +24,7 @@ from seckill.store.plumbing.storage import RefusalNotice, refuses_writes
 from seckill.store.sale.recovery import Restorer
 from seckill.worker.stop import StopFlag
 
-log = logging.getLogger("seckill.expiry")
+log = logging.getLogger(__name__)
 
 EXPIRY_INTERVAL = 0.25  # seconds between expiry rounds: a hold goes within this of pay_by
 MAX_CALLS_PER_ROUND = 10_000  # per part: bounds a round (10,000 x the batch orders)

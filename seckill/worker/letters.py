@@ -13,7 +13,7 @@ from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace, hash_tag
 from seckill.worker.groups import GROUP
 
-log = logging.getLogger("seckill.worker")
+log = logging.getLogger(__name__)
 
 
 class Letters:

@@ -42,7 +42,7 @@ from seckill.worker.options import WorkerOptions
 from seckill.worker.stop import StopFlag
 from seckill.worker.streams import Batch, Retirement, redis_away
 
-log = logging.getLogger("seckill.worker")
+log = logging.getLogger(__name__)
 
 __all__ = ["GROUP", "OrdersWorker", "WorkerOptions"]
 

@@ -27,7 +27,7 @@ from seckill.store.plumbing.keys import KeySpace, hash_tag
 from seckill.store.plumbing.routing import slot_of
 from seckill.worker.streams import Batch
 
-log = logging.getLogger("seckill.worker")
+log = logging.getLogger(__name__)
 
 MARK_TTL_MS = 10_000
 

@@ -24,7 +24,7 @@ from seckill.worker.options import WorkerOptions
 from seckill.worker.orders import OrdersWorker
 from seckill.worker.stop import StopFlag
 
-log = logging.getLogger("seckill.worker")
+log = logging.getLogger(__name__)
 
 
 def worker_options(settings: Settings, **overrides: Any) -> WorkerOptions:

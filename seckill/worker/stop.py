@@ -7,7 +7,7 @@ import signal
 import threading
 from types import FrameType
 
-log = logging.getLogger("seckill.worker")
+log = logging.getLogger(__name__)
 
 
 class StopFlag:

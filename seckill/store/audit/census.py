@@ -35,7 +35,7 @@ from seckill.store.sale.queue import AdmissionQueue
 from seckill.store.sale.recovery import ORDERS_GROUP
 from seckill.store.sale.stats import StockStats
 
-log = logging.getLogger("seckill.census")
+log = logging.getLogger(__name__)
 
 COUNTERS = ("total", "remaining", "sold", "held", "unlimited")  # counters_disagree's order
 RECENT_MS = 86_400_000  # a day after its end, an activity leaves the census

@@ -34,7 +34,7 @@ from seckill.domain import errors
 if TYPE_CHECKING:
     from typing_extensions import TypeIs  # typing's own from Python 3.13
 
-log = logging.getLogger("seckill.redis")
+log = logging.getLogger(__name__)
 
 # One Redis server, or a cluster: most of the code takes either (redis-py gives both the same
 # commands; the cluster routes each by its keys' slot).

@@ -35,7 +35,7 @@ from seckill.store.plumbing.connection import (
     on_every_master,
 )
 
-log = logging.getLogger("seckill.durability")
+log = logging.getLogger(__name__)
 
 MODES = ("none", "local", "replica")
 

@@ -30,7 +30,7 @@ from seckill.store.plumbing.connection import Client, ScriptWire, unavailable
 from seckill.store.plumbing.durability import Durability
 from seckill.store.plumbing.replica_stop import PROBE_WAIT_MS, ReplicaStops
 
-log = logging.getLogger("seckill.stock")
+log = logging.getLogger(__name__)
 
 # What a script answers when Redis does not hold the activity (or holds a meta hash from
 # before the ``unlimited`` flag): it changed nothing, so it is safe to run again once rebuilt.

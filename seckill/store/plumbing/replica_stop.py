@@ -38,7 +38,7 @@ from seckill.store.plumbing.connection import (
 )
 from seckill.store.plumbing.keys import hash_tag
 
-log = logging.getLogger("seckill.durability")
+log = logging.getLogger(__name__)
 
 PROBE_INTERVAL = 0.5  # seconds between two probes of one stopped master
 PROBE_WAIT_MS = 200  # a replica online acks within a millisecond or two

@@ -44,7 +44,7 @@ from redis.exceptions import (
 from seckill import metrics
 from seckill.store.plumbing.connection import Cluster, NotSent, Wire, send_script
 
-log = logging.getLogger("seckill.redis")
+log = logging.getLogger(__name__)
 
 # A map read this recently is not read again for another failure (a crowd fails at once).
 REFRESH_INTERVAL = 0.1

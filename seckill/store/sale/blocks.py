@@ -21,7 +21,7 @@ import threading
 from seckill.domain.blocks import EVERY, USER, Block
 from seckill.sql.blocks import BlockBook
 
-log = logging.getLogger("seckill.blocks")
+log = logging.getLogger(__name__)
 
 # How often each process asks for changes: a block reaches it within this, plus the read; a
 # quarter of the contract's second leaves the rest for a busy worker or a slow read (measured:

@@ -14,7 +14,7 @@ from seckill.store.plumbing.connection import background_client, close_client
 from seckill.store.sale.activities import ActivityStore
 from seckill.store.sale.meta import activity_from_meta
 
-log = logging.getLogger("seckill.activities")
+log = logging.getLogger(__name__)
 
 
 _MAX_COPIES = 10_000  # unknown ids are copied too: a flood of random ids must not grow this

@@ -27,7 +27,7 @@ from seckill.store.sale.levers import ENDS, PAUSED, LeverRecords
 from seckill.store.sale.meta import activity_from_meta
 from seckill.store.sale.recovery import Restorer
 
-log = logging.getLogger("seckill.controls")
+log = logging.getLogger(__name__)
 
 MAX_PAGE = 200
 

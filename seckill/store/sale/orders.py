@@ -21,7 +21,7 @@ from seckill.store.plumbing.scripts import Scripts
 from seckill.store.sale.parts import Parts
 from seckill.store.sale.sharded import ShardedPurchases, numbers
 
-log = logging.getLogger("seckill.stock")
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(eq=False)

@@ -44,7 +44,7 @@ from seckill.store.plumbing.scripts import Scripts
 from seckill.store.sale.orders import Orders
 from seckill.store.sale.parts import Parts
 
-log = logging.getLogger("seckill.payments")
+log = logging.getLogger(__name__)
 
 
 def _differs(paid: tuple[int | None, str | None],

@@ -28,7 +28,7 @@ from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.sale.recovery import Restorer
 
-log = logging.getLogger("seckill.queue")
+log = logging.getLogger(__name__)
 _NOT_A_VIEW = frozenset({"uninitialized", "first_come"})  # what _run raises for
 
 

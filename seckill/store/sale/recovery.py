@@ -38,7 +38,7 @@ from seckill.store.plumbing.shards import part_tags
 from seckill.store.sale.activities import PART_FIELDS, ActivityStore
 from seckill.store.sale.meta import meta_fields, part_fields, set_field
 
-log = logging.getLogger("seckill.recovery")
+log = logging.getLogger(__name__)
 
 LOCK_TTL_MS = 15_000
 CHUNK = 1000

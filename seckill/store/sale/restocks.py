@@ -20,7 +20,7 @@ from seckill.store.sale.levers import LeverRecords
 from seckill.store.sale.parts import Parts
 from seckill.store.sale.sharded import ShardedPurchases, numbers, restock_refusal
 
-log = logging.getLogger("seckill.stock")
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(eq=False)

@@ -32,7 +32,7 @@ from seckill.store.plumbing.scripts import Scripts
 from seckill.store.plumbing.shards import home_part, part_tags, split_units
 from seckill.store.sale.activities import PART_FIELDS
 
-log = logging.getLogger("seckill.sharded")
+log = logging.getLogger(__name__)
 
 Run = Callable[[Script, list[str], list[Any]], Any]
 HELD_AT, UNLIMITED_AT = PART_FIELDS.index("held"), PART_FIELDS.index("unlimited")

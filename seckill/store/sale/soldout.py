@@ -30,7 +30,7 @@ from seckill.store.plumbing.keys import KeySpace, split_buyer_entry
 from seckill.store.plumbing.shards import part_tags
 from seckill.store.sale.variant_flags import VariantFlags
 
-log = logging.getLogger("seckill.soldout")
+log = logging.getLogger(__name__)
 
 # The meta fields a flag is verified against: a sale bumps seq (and sold), a cancellation
 # lowers sold and raises remaining, a restock moves remaining.

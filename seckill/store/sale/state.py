@@ -30,7 +30,7 @@ from seckill.store.sale.queue import AdmissionQueue
 from seckill.store.sale.soldout import SoldOutBoard
 from seckill.store.sale.stock import Purchases
 
-log = logging.getLogger("seckill.ratelimit")
+log = logging.getLogger(__name__)
 
 
 class SaleState:

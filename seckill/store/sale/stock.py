@@ -26,7 +26,7 @@ from seckill.store.plumbing.keys import KeySpace, split_buyer_entry
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.sale.sharded import INCONSISTENT, ShardedPurchases
 
-log = logging.getLogger("seckill.stock")
+log = logging.getLogger(__name__)
 
 EXPIRED = ("your purchase reached the stock too late to be decided (past its deadline): nothing "
            "was bought; you may try again")

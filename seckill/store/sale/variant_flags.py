@@ -38,7 +38,7 @@ from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace, split_buyer_entry
 from seckill.store.sale.meta import variant_field
 
-log = logging.getLogger("seckill.soldout")
+log = logging.getLogger(__name__)
 
 State = tuple[str | None, ...]
 
