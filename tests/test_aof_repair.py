@@ -97,7 +97,7 @@ def test_torn_tail_transaction_is_cut_and_stays_cut(
         server.stop()
     tear_last_exec(server.data_dir)
 
-    caplog.set_level(logging.INFO, logger="seckill.aof")
+    caplog.set_level(logging.INFO, logger="seckill.ops.stack.aof")
     server.start()
     try:
         # The torn purchase (u2) is absent, the earlier ones present.
@@ -116,7 +116,7 @@ def test_torn_tail_transaction_is_cut_and_stays_cut(
     # Nothing lost silently: the original is kept beside the file, and the cut is logged.
     backups = list((server.data_dir / "aof").glob("*.torn-*"))
     assert len(backups) == 1 and backups[0].read_bytes().endswith(EXEC[:-5])
-    said = [r.getMessage() for r in caplog.records if r.name == "seckill.aof"]
+    said = [r.getMessage() for r in caplog.records if r.name == "seckill.ops.stack.aof"]
     assert any("MULTI" in line and "hincrby" in line and backups[0].name in line
                for line in said), said
 
@@ -144,7 +144,7 @@ def test_torn_transaction_further_up_is_dropped_later_writes_kept(
         old.stop()
     assert check_aof(data_dir).returncode != 0  # the open MULTI is now mid-file
 
-    caplog.set_level(logging.INFO, logger="seckill.aof")
+    caplog.set_level(logging.INFO, logger="seckill.ops.stack.aof")
     server = EmbeddedValkey(data_dir).start()
     try:
         later = 2 if first == "purchase" else 1
@@ -156,7 +156,7 @@ def test_torn_transaction_further_up_is_dropped_later_writes_kept(
         server.stop()
     checked = check_aof(data_dir)
     assert checked.returncode == 0, checked.stdout
-    said = [r.getMessage() for r in caplog.records if r.name == "seckill.aof"]
+    said = [r.getMessage() for r in caplog.records if r.name == "seckill.ops.stack.aof"]
     assert any("4 command(s)" in line for line in said), said  # MULTI hincrby hincrby sadd
 
 
@@ -190,7 +190,7 @@ def test_cluster_node_supervised_start_repairs(tmp_path: Path) -> None:
         _, err = process.communicate(timeout=15)
     checked = check_aof(node_dir)
     assert checked.returncode == 0, checked.stdout + err.decode()
-    assert b"seckill.aof" in err or b"torn" in err, err
+    assert b"seckill.ops.stack.aof" in err or b"torn" in err, err
     assert list((node_dir / "aof").glob("*.torn-*"))
 
 

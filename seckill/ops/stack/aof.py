@@ -37,7 +37,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-log = logging.getLogger("seckill.aof")
+log = logging.getLogger(__name__)
 
 RDB_MAGIC = b"REDIS"
 MAX_LINE = 1024  # Valkey reads a count line with fgets into a buffer this size
