@@ -1,0 +1,1 @@
+"""What the tests share: fixtures, clients and helpers that are not tests themselves."""
