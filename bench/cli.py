@@ -23,14 +23,14 @@ Scenarios (``--scenario`` may be repeated; ``all`` is every one):
 * ``connections``: hello, purchases and the sold-out flood at ``--big-connections``;
 * ``memory``: RSS per gunicorn worker, and Redis memory per buyer after a
   ``--memory-buyers`` sale driven through the purchase script directly (no HTTP);
-* ``edge``: issue #25, the gateway behind nginx with the edge cache of refusals and without
+* ``edge``: the gateway behind nginx with the edge cache of refusals and without
   it (``bench.edge``): refusals of sold-out, ended and paused activities against ``hello``,
   the sold-out flood and purchases against the uncached front, an open sale through nginx;
-* ``drops``: issue #26 (``bench.drops``): a purchase of one variant against a single-item
+* ``drops`` (``bench.drops``): a purchase of one variant against a single-item
   purchase, ``limit_by: person`` against ``limit_by: user``, and the single-item purchase
-  against the same on the code before the issue (a git worktree), each on a gunicorn of its
+  against the same on the code before the drops (a git worktree), each on a gunicorn of its
   own;
-* ``webhooks``: issue #27 (``bench.webhooks``): purchases while the webhooks' dispatcher
+* ``webhooks`` (``bench.webhooks``): purchases while the webhooks' dispatcher
   delivers every event to one endpoint (a local receiver) against purchases without any
   endpoint, the real orders worker running throughout.
 """
@@ -259,7 +259,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--scenario", action="append", required=True,
                      choices=[*SCENARIOS, "all"], help="repeat for several; all = every one")
     run.add_argument("--rounds", type=int, default=None,
-                     help="default 3; 5 when --scenario drops is named (issue #26 asks ≥ 5)")
+                     help="default 3; 5 when --scenario drops is named (its targets ask ≥ 5)")
     run.add_argument("--duration", type=int, default=10, help="seconds per timed wrk run")
     run.add_argument("--connections", type=int, default=100)
     run.add_argument("--big-connections", type=int, default=1000,

@@ -1,4 +1,4 @@
-"""Issue #26's scenario of ``python -m bench run`` (``--scenario drops``): what variants, limits
+"""The drops scenario of ``python -m bench run`` (``--scenario drops``): what variants, limits
 per person and the issue as a whole cost a purchase, three pairs in one run.
 
 * ``purchase-variant`` against ``purchase`` on the same gateway: a purchase of one variant of
@@ -12,7 +12,7 @@ per person and the issue as a whole cost a purchase, three pairs in one run.
   carrying a distinct person in the ``SECKILL_PERSON_CLAIM`` claim), so only the limit differs
   (≥ 0.95x);
 * ``purchase-alone`` against ``purchase-before``: the single-item purchase today against the
-  same on the code before the issue (a git worktree of ``--before-commit``), each on a
+  same on the code before the drops (a git worktree of ``--before-commit``), each on a
   gunicorn of its own that serves nothing else (no slower: ≥ 0.95x is within noise).
 
 Why ``purchase-alone`` and not ``purchase``: the gateway that serves ``purchase`` also serves
@@ -71,7 +71,7 @@ from tests.servers import REPO_ROOT
 # The parent of c472fb2 ("edge: a passage carries the person ..."), the first commit of issue
 # #26 that changed the server. Not b1c8e35: sessions' commits interleave, and eleven #26 commits
 # are older than it, four of them in lua/purchase.lua or seckill/domain/activities.py (8208bb9,
-# a37b056, 17e124a, f1514e6). a710f52 has all of issue #25 that the gateway runs; what it lacks
+# a37b056, 17e124a, f1514e6). a710f52 has all of the edge cache that the gateway runs; what it lacks
 # besides #26 is the nginx exporter's log parsing (48ccf6d, 021dccd), which no purchase runs.
 BEFORE_COMMIT = "a710f52"
 BEFORE = "purchase-before"
@@ -103,7 +103,7 @@ PAIRS = (
          "a purchase of one variant ≥ 0.95x a single-item purchase, same gateway"),
     Pair("purchase-person", "purchase-user",
          "a `limit_by: person` purchase ≥ 0.95x a `limit_by: user` one"),
-    Pair(ALONE, BEFORE, "the single-item purchase no slower than before issue #26, each on a "
+    Pair(ALONE, BEFORE, "the single-item purchase no slower than before the drops, each on a "
                         "gunicorn that serves nothing else (≥ 0.95x the same on the old code "
                         "counts as within noise)"),
     Pair("purchase", ALONE,
@@ -112,7 +112,7 @@ PAIRS = (
          diagnostic=True),
     Pair("purchase", BEFORE,
          "diagnostic: the single-item purchase on the gateway that serves every workload / "
-         "before issue #26 (the target's measure until stop 35: the code and the history)",
+         "before the drops (the target's measure until stop 35: the code and the history)",
          diagnostic=True),
     Pair(VARIANT_BODY, "purchase",
          "diagnostic: a purchase of one variant named in a body `{\"variant\": \"<vid>\"}` "
@@ -308,7 +308,7 @@ def settings(info: Before | None, names: list[str]) -> str:
     """The report's paragraph on the scenario's set-up, empty when it did not run."""
     if not chosen(names):
         return ""
-    text = (f"\n\nIssue #26's pairs: both gateways run with `SECKILL_PERSON_CLAIM={CLAIM}`; "
+    text = (f"\n\nThe drops' pairs: both gateways run with `SECKILL_PERSON_CLAIM={CLAIM}`; "
             "`purchase-user` and `purchase-person` send the same kind of tokens (each a "
             "distinct account naming a distinct person); `purchase-variant` buys one of "
             f"{VARIANTS} variants (`v0`..`v{VARIANTS - 1}`, request i buys `v<i mod "

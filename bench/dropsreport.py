@@ -1,4 +1,4 @@
-"""The ``drops`` scenario's section of the ``bench run`` report: issue #26's targets.
+"""The ``drops`` scenario's section of the ``bench run`` report: the drops' targets.
 
 Each target is a pair run back to back in every round; the ratio is taken within the round
 (the measured workload's 200s per second over its baseline's), then the median over the
@@ -98,7 +98,7 @@ def section(report: Report) -> list[str]:
         return []
     found = targets(report)
     lines = [
-        "", "## Issue #26: variants, limits per person, and the purchase before the issue", "",
+        "", "## Drops: variants, limits per person, and the purchase before them", "",
         f"Command: `{report.command}`", "",
         "Ratios of 200s per second, taken within each round (the pair runs back to back, its "
         "order swapped every round), then the median of the rounds. The status is the "

@@ -1,4 +1,4 @@
-"""``python -m bench run --scenario edge``: issue #25, the crowd's refusals at nginx's price.
+"""``python -m bench run --scenario edge``: the crowd's refusals at nginx's price.
 
 One gateway (the harness's gunicorn, ``--workers`` gevent workers) behind two real nginx
 fronts, both rendered by ``seckill.ops.stack.nginx`` with per-IP limits off:
@@ -70,7 +70,7 @@ def settings(names: list[str]) -> str:
     if not used(names):
         return ""
     return (
-        "\n\nIssue #25's fronts: two real nginx (the config `seckill nginx render` writes, "
+        "\n\nThe edge's fronts: two real nginx (the config `seckill nginx render` writes, "
         "`worker_processes auto`, per-IP limits off) in front of the same gateway: `nginx` "
         "with the edge cache of activity-level refusals, `nginx-off` rendered with "
         "`edge_cache=False` (every request reaches the gateway, as before the issue). Each "

@@ -1,4 +1,4 @@
-"""The ``edge`` scenario's section of the ``bench run`` report: issue #25's targets, met or not.
+"""The ``edge`` scenario's section of the ``bench run`` report: the edge cache's targets.
 
 Ratios are taken within a round (a workload's req/s over its baseline's in the same round),
 then the median over the rounds, as everywhere in ``bench run``; the per-round ratios are
@@ -48,7 +48,7 @@ def _ratio_target(report: Report, measured: str, baseline: str, goal: float,
 
 
 def targets(report: Report) -> list[dict[str, Any]]:
-    """Issue #25's targets, each with what was measured and whether it was met (None: the
+    """The edge cache's targets, each with what was measured and whether it was met (None: the
     workload did not run)."""
     out = [_ratio_target(report, name, "hello", OVER_HELLO,
                          f"`{name}` ≥ {OVER_HELLO:g}x `hello` (req/s)") for name in CACHED]
@@ -90,7 +90,7 @@ def section(report: Report) -> list[str]:
     if not ran(report):
         return []
     lines = [
-        "", "## Issue #25: the crowd's refusals at nginx's price", "",
+        "", "## The crowd's refusals at nginx's price", "",
         "The same gateway behind two nginx fronts: `nginx` (the edge cache on) and "
         "`nginx-off` (`edge_cache=False`: every request reaches the gateway, as before the "
         "issue). `from nginx's cache`: the share of answers that came with `X-Cache: HIT` "

@@ -1,4 +1,4 @@
-"""``python -m bench.people``: what a limit per person costs a purchase (issue #26).
+"""``python -m bench.people``: what a limit per person costs a purchase.
 
     python -m bench.people [--rounds 5] [--duration 5] [--output bench/results/people]
 
@@ -14,7 +14,7 @@ every round, the ratio taken within a round, then the median:
 
 Every 200 must have a sale behind it. Writes ``<output>.md`` and ``<output>.json``; exits 1 if
 a check fails. ``python -m bench run --scenario drops`` measures the same pair (its activities
-and tokens come from ``bench.drops``) in one run with issue #26's two other targets.
+and tokens come from ``bench.drops``) in one run with the drops' two other targets.
 """
 
 from __future__ import annotations

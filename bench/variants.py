@@ -1,4 +1,4 @@
-"""``python -m bench.variants``: what variants cost a purchase (issue #26).
+"""``python -m bench.variants``: what variants cost a purchase.
 
     python -m bench.variants [--rounds 5] [--duration 5] [--output bench/results/variants]
 

@@ -1,4 +1,4 @@
-"""Issue #27's first performance target as a scenario of ``python -m bench run``
+"""The webhooks' first performance target as a scenario of ``python -m bench run``
 (``--scenario webhooks``): purchases while the webhooks' dispatcher delivers every event to one
 endpoint ≥ 0.95x purchases without any endpoint (same run, SQLite, receiver on this machine).
 
@@ -321,7 +321,7 @@ def settings(names: list[str]) -> str:
     """The report's paragraph on the scenario's set-up, empty when it did not run."""
     if not chosen(names):
         return ""
-    return ("\n\nIssue #27's pair (unlike the stack above, with the orders worker): the real "
+    return ("\n\nThe webhooks' pair (unlike the stack above, with the orders worker): the real "
             "orders worker (`python -m seckill.worker`, the gateway's environment and "
             "SQLite database) runs for the whole run, every workload included (its Redis "
             "commands count in the runs' commands per request), and so does a 204 receiver "

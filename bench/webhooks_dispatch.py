@@ -1,4 +1,4 @@
-"""``python -m bench.webhooks_dispatch``: how fast the webhooks' dispatcher delivers (issue #27).
+"""``python -m bench.webhooks_dispatch``: how fast the webhooks' dispatcher delivers.
 
     python -m bench.webhooks_dispatch [--events 20000] [--rounds 3] [--database URL]
                                       [--receiver gunicorn|threaded]
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     kind = "PostgreSQL" if args.database else "SQLite"
     met = "met" if median >= TARGET else "NOT met"
     text = (
-        "# Webhooks: the dispatcher's delivery rate (issue #27)\n\n"
+        "# Webhooks: the dispatcher's delivery rate\n\n"
         f"`python -m bench.webhooks_dispatch --events {args.events} --rounds {args.rounds} "
         f"--receiver {args.receiver}`{' --database <PostgreSQL>' if args.database else ''}\n\n"
         f"{args.events} events (created + paid per order) to one endpoint, {kind}, the "

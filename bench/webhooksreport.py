@@ -1,4 +1,4 @@
-"""The ``webhooks`` scenario's section of the ``bench run`` report: issue #27's targets.
+"""The ``webhooks`` scenario's section of the ``bench run`` report: the webhooks' targets.
 
 The first, measured here: ``purchase-shop`` (purchases while the dispatcher delivers every
 event to one endpoint) against ``purchase`` (no endpoint), 200s per second, the ratio taken
@@ -87,7 +87,7 @@ def section(report: Report) -> list[str]:
     t = target(report)
     value = "not measured" if t["value"] is None else f"**{t['value']:.2f}x**"
     lines = [
-        "", "## Issue #27: purchases while the webhooks' dispatcher delivers", "",
+        "", "## Purchases while the webhooks' dispatcher delivers", "",
         f"Command: `{report.command}`", "",
         "| target | figure | per round | status |", "|---|---:|---|---|",
         f"| purchases while the dispatcher delivers every event to one endpoint ≥ {GOAL}x "

@@ -1,4 +1,4 @@
-"""The orders worker's throughput with the transactional outbox and without (issue #27).
+"""The orders worker's throughput with the transactional outbox and without.
 
     .venv/bin/python -m bench.worker_outbox [--orders 20000] [--rounds 5] [--batch N]
 

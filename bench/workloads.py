@@ -60,10 +60,10 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("seed", "seed", "POST", "`POST /seed/<aid>/<uid>/buy`: the seed's purchase script "
              "only (`bench/seed_purchase.lua`, one EVALSHA, no edge), distinct users, large stock",
              "baseline", "seed", OK),
-    # Issue #26 (bench/drops.py): the purchase on the code before the issue, in its own
+    # The drops (bench/drops.py): the purchase on the code before them, in its own
     # gunicorn from a git worktree, then beside `purchase` (each pair adjacent in ORDER).
     Workload("purchase-before", "gateway-before", "POST", "`purchase` on a gateway serving "
-             "the code before issue #26 (a git worktree)", "baseline", None, OK),
+             "the code before the drops (a git worktree)", "baseline", None, OK),
     Workload("purchase-alone", "gateway-alone", "POST", "`purchase` on a gateway of its own "
              "serving today's code and nothing else (as `purchase-before`'s does)", "baseline",
              None, OK),
@@ -83,7 +83,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              "tokens carrying the person claim", "baseline", None, OK),
     Workload("purchase-person", "gateway", "POST", "`purchase` on a `limit_by: person` "
              "activity, each request a distinct person", "gateway", "purchase-user", OK),
-    # Issue #27 (bench/webhooks.py): purchases while the webhooks' dispatcher delivers.
+    # Webhooks (bench/webhooks.py): purchases while the webhooks' dispatcher delivers.
     Workload("purchase-shop", "gateway", "POST", "`purchase` while the webhooks' dispatcher "
              "delivers every event (the orders worker's order.created) to one endpoint, a "
              "local 204 receiver", "gateway", "purchase", OK),
@@ -116,7 +116,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              "count", "connections", "hello-c1000", OK, big=True),
     Workload("sold-out-c1000", "gateway", "POST", "the sold-out flood at the big connection "
              "count", "connections", "hello-c1000", GONE, big=True),
-    # Issue #25 (bench/edge.py): one gateway behind two nginx fronts, `nginx` with the edge
+    # The edge cache (bench/edge.py): one gateway behind two nginx fronts, `nginx` with the edge
     # cache of activity-level refusals, `nginx-off` without it (every request reaches the
     # gateway, as before the issue). Distinct users throughout.
     Workload("url-sold-out-nginx", "nginx", "GET", "`GET /seckill/url?activity=<aid>` of a "

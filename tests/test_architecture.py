@@ -1,4 +1,4 @@
-"""The house plan holds: the layers of the README's Architecture section (import-linter's
+"""The house plan holds: the layers of docs/architecture.md (import-linter's
 contracts in pyproject.toml), small files, typed boundaries, one resource lookup."""
 
 from __future__ import annotations

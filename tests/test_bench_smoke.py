@@ -163,7 +163,7 @@ def _scenario(folder: Path, scenario: str, *options: str) -> Any:
 
 def test_webhooks_scenario_smoke_delivers_every_order_event(tmp_path: Path) -> None:
     """``python -m bench run --scenario webhooks`` end to end in seconds (Valkey, gateway, the
-    real orders worker, the dispatcher, a 204 receiver, wrk): both sides of issue #27's pair
+    real orders worker, the dispatcher, a 204 receiver, wrk): both sides of the webhooks' pair
     run, every unit sold on the shop side is stored and its order.created delivered once,
     and the report has the section with the ratio."""
     _need_wrk()
@@ -180,7 +180,7 @@ def test_webhooks_scenario_smoke_delivers_every_order_event(tmp_path: Path) -> N
     (row,) = data["webhooks"]["rounds"]
     assert row["ratio"] > 0
     report = (tmp_path / "webhooks.md").read_text(encoding="utf-8")
-    assert "## Issue #27: purchases while the webhooks' dispatcher delivers" in report
+    assert "## Purchases while the webhooks' dispatcher delivers" in report
     assert "python -m bench.webhooks_dispatch" in report
 
 

@@ -9,7 +9,7 @@ an order, or everything back into its stock and "sold out" only when no part had
 Each step is one atomic script on one part; what a crash between two of them leaves (a claim
 holding units, a transfer in transit) is taken over by the buyer's next purchase or repaired
 by ``seckill reconcile --repair``, never sold twice. The invariants and why they hold: the
-headers of the scripts, and the README's "Hot items".
+headers of the scripts, and docs/architecture.md's "Hot items".
 """
 
 from __future__ import annotations
