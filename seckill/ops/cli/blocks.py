@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from seckill.domain import errors
+from seckill.ops.cli import listing
 from seckill.ops.cli.store import READ, WRITE, no_activity, refused, store_services
 
 _COLUMNS = ("kind", "id", "activity", "created_at", "reason")
@@ -64,26 +64,13 @@ def cmd_blocks(args: argparse.Namespace) -> int:
     """``seckill blocks``: every block in force, in the order they were made (reads only)."""
     from seckill.operator import blocks
 
-    rows: list[dict[str, Any]] = []
+    def page(after: int) -> tuple[list[dict[str, Any]], int | None]:
+        found, following = blocks.page(services, after, blocks.MAX_PAGE)
+        return [b.body() for b in found], following
+
     with store_services(READ) as services:
-        after = 0
-        while True:
-            found, following = blocks.page(services, after, blocks.MAX_PAGE)
-            rows += [b.body() for b in found]
-            if following is None:
-                break
-            after = following
-    if args.json:
-        for row in rows:
-            print(json.dumps(row))
-        return 0
-    table = [_COLUMNS] + [_line(row) for row in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(_COLUMNS))]
-    for line in table:
-        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))
-              .rstrip())
-    if not rows:
-        print("(no block)", file=sys.stderr)
+        rows = listing.every_page(page, 0)
+    listing.print_rows(rows, args.json, _COLUMNS, _line, none="(no block)")
     return 0
 
 

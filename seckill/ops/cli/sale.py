@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from seckill.domain import errors
 from seckill.domain.activities import CONSOLE_STATES
+from seckill.ops.cli import listing
 from seckill.ops.cli.store import (
     READ,
     WRITE,
@@ -28,37 +28,17 @@ def cmd_activity_list(args: argparse.Namespace) -> int:
     from seckill.domain.clock import now_ms
     from seckill.operator import activities
 
-    rows: list[dict[str, Any]] = []
+    def page(cursor: str | None) -> tuple[list[dict[str, Any]], str | None]:
+        found, following = activities.page(services, cursor, activities.MAX_PAGE, args.state,
+                                           rebuild=False)
+        at = now_ms()
+        return [{**a.listed(at), "state": a.console_state(at)} for a in found], following
+
     with store_services(READ) as services:
-        cursor = None
-        while True:
-            found, cursor = activities.page(services, cursor, activities.MAX_PAGE, args.state,
-                                            rebuild=False)
-            at = now_ms()
-            rows += [{**a.listed(at), "state": a.console_state(at)} for a in found]
-            if cursor is None:
-                break
-    if args.json:
-        for row in rows:
-            print(json.dumps(row))
-        return 0
-    table = [_COLUMNS] + [tuple(_cell(row.get(c)) for c in _COLUMNS) for row in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(_COLUMNS))]
-    for line in table:
-        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))
-              .rstrip())
-    if not rows:
-        print("(no activity" + (f" in state {args.state})" if args.state else ")"),
-              file=sys.stderr)
+        rows = listing.every_page(page, None)
+    listing.print_rows(rows, args.json, _COLUMNS, none="(no activity" + (
+        f" in state {args.state})" if args.state else ")"))
     return 0
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return str(value)
 
 
 def cmd_activity_lever(args: argparse.Namespace) -> int:

@@ -10,27 +10,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from seckill.domain import errors
+from seckill.ops.cli import listing
 from seckill.ops.cli.store import READ, WRITE, refused, store_services
 
 _LIST_COLUMNS = ("id", "url", "events", "backlog", "failed", "last_attempt")
 _DELIVERY_COLUMNS = ("event_id", "type", "subject", "status", "attempts", "last_attempt_at",
                      "last_code", "next_attempt_at")
-
-
-def _table(columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
-    table = [columns, *rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
-    for line in table:
-        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))
-              .rstrip())
-
-
-def _cell(value: Any) -> str:
-    return "-" if value is None else str(value)
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -53,21 +41,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     (reads only; secrets are never shown)."""
     from seckill.operator import webhooks
 
-    rows: list[dict[str, Any]] = []
+    def page(after: str | None) -> tuple[list[dict[str, Any]], str | None]:
+        found, following = webhooks.page(services, after, webhooks.MAX_PAGE)
+        return [e.body() for e in found], following
+
     with store_services(READ) as services:
-        after = None
-        while True:
-            found, after = webhooks.page(services, after, webhooks.MAX_PAGE)
-            rows += [e.body() for e in found]
-            if after is None:
-                break
-    if args.json:
-        for row in rows:
-            print(json.dumps(row))
-        return 0
-    _table(_LIST_COLUMNS, [_endpoint_line(row) for row in rows])
-    if not rows:
-        print("(no webhook endpoint)", file=sys.stderr)
+        rows = listing.every_page(page, None)
+    listing.print_rows(rows, args.json, _LIST_COLUMNS, _endpoint_line,
+                       none="(no webhook endpoint)")
     return 0
 
 
@@ -98,27 +79,16 @@ def cmd_deliveries(args: argparse.Namespace) -> int:
     """``seckill webhooks deliveries ID``: its deliveries in event order (reads only)."""
     from seckill.operator import webhooks
 
-    rows: list[dict[str, Any]] = []
+    def page(after: int) -> tuple[list[dict[str, Any]], int | None]:
+        return webhooks.deliveries(services, args.id, args.status, after, webhooks.MAX_PAGE)
+
     with store_services(READ) as services:
-        after = 0
         try:
-            while True:
-                found, following = webhooks.deliveries(services, args.id, args.status, after,
-                                                       webhooks.MAX_PAGE)
-                rows += found
-                if following is None:
-                    break
-                after = following
+            rows = listing.every_page(page, 0)
         except errors.UnknownWebhook as exc:
             raise refused(exc) from None
-    if args.json:
-        for row in rows:
-            print(json.dumps(row))
-        return 0
-    _table(_DELIVERY_COLUMNS, [tuple(_cell(row.get(c)) for c in _DELIVERY_COLUMNS)
-                               for row in rows])
-    if not rows:
-        print("(no delivery" + (f" {args.status})" if args.status else ")"), file=sys.stderr)
+    listing.print_rows(rows, args.json, _DELIVERY_COLUMNS,
+                       none="(no delivery" + (f" {args.status})" if args.status else ")"))
     return 0
 
 
