@@ -37,6 +37,9 @@ from seckill.store.plumbing.connection import close_client
 from seckill.web.app import create_app
 from tests.openapi_check import CheckedClient
 
+# Chromium for the tests that drive a browser (tests/support/browser.py).
+pytest_plugins = ["tests.support.browser"]
+
 
 def _port_slices(workers: int) -> int:
     """The number of port slices for ``workers`` parallel workers: the smallest divisor of

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
+from typing import Any
 
 import redis
 import urllib3
@@ -18,7 +18,7 @@ from bench import altcha_solve
 from seckill.ops.stack.ports import free_listen_port
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.sale.challenge import Challenges
-from tests.servers import REPO_ROOT, nginx_server, require
+from tests.servers import REPO_ROOT, nginx_server
 
 VENDOR = REPO_ROOT / "nginx" / "static" / "vendor" / "altcha"
 BUILD = REPO_ROOT / "nginx" / "vendor"
@@ -51,14 +51,12 @@ def test_the_vendored_widget_is_self_contained() -> None:
     assert sorted(p.name for p in VENDOR.iterdir()) == ["LICENSE.txt", "README.md", "altcha.js"]
 
 
-def test_the_widget_solves_a_gateway_challenge_in_chromium(rds: redis.Redis, prefix: str) -> None:
-    require(shutil.which("chromium") or (altcha_solve.CHROMIUM
-                                         if Path(altcha_solve.CHROMIUM).exists() else None),
-            "chromium", "sudo apt-get install -y chromium")
+def test_the_widget_solves_a_gateway_challenge_in_chromium(rds: redis.Redis, prefix: str,
+                                                           chromium: Any) -> None:
     challenges = Challenges(rds, KeySpace(prefix), "test-altcha-secret-9f8e7d6c5b4a",
                             base=5_000, cap=5_000)
-    with altcha_solve.serve_page() as url, altcha_solve.chromium() as browser:
-        page = altcha_solve.open_page(browser, url)
+    with altcha_solve.serve_page() as url:
+        page = altcha_solve.open_page(chromium, url)
         issued = challenges.issue("phone-sale", "alice")
         solved = altcha_solve.widget_solve(page, issued)
     assert solved["ms"] > 0

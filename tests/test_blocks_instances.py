@@ -8,7 +8,6 @@ restart of the gateway.
 from __future__ import annotations
 
 import contextlib
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,7 +23,6 @@ from edge.identity import mint_user_token
 from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, gateway_env, iso
 from tests.servers import gunicorn_server
-from tests.test_sale_page import CHROMIUM_ARGS, chromium
 
 TIMEOUT = urllib3.Timeout(connect=5.0, read=10.0)
 CLAIM = "person_id"  # SECKILL_PERSON_CLAIM of these gateways
@@ -175,31 +173,23 @@ def test_blocks_survive_a_restart_of_the_gateway(valkey, tmp_path, http):
             200, [("mallory", "chargebacks")])
 
 
-def test_the_console_lists_the_blocks(gateway, http):
+def test_the_console_lists_the_blocks(gateway, http, new_page):
     from playwright.sync_api import expect as see
-    from playwright.sync_api import sync_playwright
 
     a, _ = gateway.bases
     aid = activity(http, a)
     for body in ({"user": "console-u1", "activity": aid, "reason": "<b>not bold</b>"},
                  {"person": "console-p1"}):
         assert call(http, "POST", f"{a}/admin/blocks", ADMIN, body)[0] == 201
-    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, \
-            sync_playwright() as playwright:
-        browser = playwright.chromium.launch_persistent_context(
-            profile, executable_path=chromium(), headless=True, args=CHROMIUM_ARGS)
-        try:
-            tab = browser.new_page()
-            tab.goto(f"{a}/admin/")
-            tab.get_by_label("Operator token").fill(ADMIN_TOKEN)
-            tab.get_by_role("button", name="Open the console").click()
-            row = tab.locator(f'#blocks tr[data-block="user:console-u1@{aid}"]')
-            see(row).to_contain_text("account console-u1")
-            see(row).to_contain_text(aid)
-            see(row.locator("td").nth(2)).to_have_text("<b>not bold</b>")  # text, not HTML
-            see(tab.locator('#blocks tr[data-block="person:console-p1@"]')).to_contain_text(
-                "person console-p1 (every account)every activity")
-            assert call(http, "DELETE", f"{a}/admin/blocks/person/console-p1", ADMIN)[0] == 200
-            see(tab.locator('#blocks tr[data-block="person:console-p1@"]')).to_have_count(0)
-        finally:
-            browser.close()
+    tab = new_page()
+    tab.goto(f"{a}/admin/")
+    tab.get_by_label("Operator token").fill(ADMIN_TOKEN)
+    tab.get_by_role("button", name="Open the console").click()
+    row = tab.locator(f'#blocks tr[data-block="user:console-u1@{aid}"]')
+    see(row).to_contain_text("account console-u1")
+    see(row).to_contain_text(aid)
+    see(row.locator("td").nth(2)).to_have_text("<b>not bold</b>")  # text, not HTML
+    see(tab.locator('#blocks tr[data-block="person:console-p1@"]')).to_contain_text(
+        "person console-p1 (every account)every activity")
+    assert call(http, "DELETE", f"{a}/admin/blocks/person/console-p1", ADMIN)[0] == 200
+    see(tab.locator('#blocks tr[data-block="person:console-p1@"]')).to_have_count(0)

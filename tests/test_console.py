@@ -8,7 +8,7 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,6 @@ from seckill.ops.stack.ports import free_listen_port
 from tests.conftest import ADMIN, ADMIN_TOKEN, buy, create_activity, expect, user_headers
 from tests.screenshots import shoot
 from tests.test_cli import call
-from tests.test_sale_page import CHROMIUM_ARGS, chromium
 from tests.upstack import UpStack, running_up, user_token
 
 
@@ -84,98 +83,81 @@ def purchases(stack: UpStack, aid: str, users: list[str]) -> list[int]:
     return statuses
 
 
-def open_console(browser: Any, stack: UpStack, width: int, height: int) -> Any:
-    tab = browser.new_page()
-    tab.set_viewport_size({"width": width, "height": height})
+def open_console(new_page: Callable[..., Any], stack: UpStack, width: int, height: int) -> Any:
+    tab = new_page(viewport={"width": width, "height": height})
     tab.goto(f"{stack.admin_base}/admin/")
     tab.get_by_label("Operator token").fill(ADMIN_TOKEN)
     tab.get_by_role("button", name="Open the console").click()
     return tab
 
 
-def test_the_console_shows_a_live_sale_and_its_levers_work(stack: UpStack):
+def test_the_console_shows_a_live_sale_and_its_levers_work(stack: UpStack, new_page):
     from playwright.sync_api import expect as see
-    from playwright.sync_api import sync_playwright
 
     aid = stack.create_activity(name="Phone X", total=40)
     other = stack.create_activity(name="Headphones", total=500)
-    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, \
-            sync_playwright() as playwright:
-        browser = playwright.chromium.launch_persistent_context(
-            profile, executable_path=chromium(), headless=True, args=CHROMIUM_ARGS)
-        try:
-            tab = open_console(browser, stack, 1280, 900)
-            card = tab.locator(f'li[data-activity="{aid}"]')
-            see(card).to_contain_text("40 of 40 left")
-            assert purchases(stack, aid, [f"buyer{n}" for n in range(25)]).count(200) == 25
-            see(card).to_contain_text("15 of 40 left", timeout=10_000)
-            # A crowd buying while the console watches: the chart's ok rate rises.
-            crowd = threading.Thread(target=purchases,
-                                     args=(stack, other, [f"fan{n}" for n in range(300)]))
-            crowd.start()
-            try:
-                see(tab.locator("#rates")).to_contain_text(re.compile(r"ok [1-9]"),
-                                                           timeout=15_000)
-            finally:
-                crowd.join(120)
-            see(card.get_by_role("progressbar")).to_have_attribute("aria-label",
-                                                                   "15 of 40 left")
-            see(tab.locator("#instances")).to_contain_text("healthy")
-            assert tab.locator("#instances .down").count() == 0
-            for wave in range(3):  # waves of buyers, for the picture
-                purchases(stack, other, [f"wave{wave}-{n}" for n in range(60 + 40 * wave)])
-                tab.wait_for_timeout(1500)
-            shoot(tab, "console.png")
+    tab = open_console(new_page, stack, 1280, 900)
+    card = tab.locator(f'li[data-activity="{aid}"]')
+    see(card).to_contain_text("40 of 40 left")
+    assert purchases(stack, aid, [f"buyer{n}" for n in range(25)]).count(200) == 25
+    see(card).to_contain_text("15 of 40 left", timeout=10_000)
+    # A crowd buying while the console watches: the chart's ok rate rises.
+    crowd = threading.Thread(target=purchases,
+                             args=(stack, other, [f"fan{n}" for n in range(300)]))
+    crowd.start()
+    try:
+        see(tab.locator("#rates")).to_contain_text(re.compile(r"ok [1-9]"),
+                                                   timeout=15_000)
+    finally:
+        crowd.join(120)
+    see(card.get_by_role("progressbar")).to_have_attribute("aria-label",
+                                                           "15 of 40 left")
+    see(tab.locator("#instances")).to_contain_text("healthy")
+    assert tab.locator("#instances .down").count() == 0
+    for wave in range(3):  # waves of buyers, for the picture
+        purchases(stack, other, [f"wave{wave}-{n}" for n in range(60 + 40 * wave)])
+        tab.wait_for_timeout(1500)
+    shoot(tab, "console.png")
 
-            card.get_by_role("button", name="Pause").click()
-            see(tab.locator("#announce")).to_contain_text("sale paused")
-            see(card.locator(".badge")).to_have_text("paused")
-            status, body = call(stack.port, "GET", f"/seckill/url?activity={aid}",
-                                user_token("late"))
-            assert (status, body["error"]) == (503, "paused")
-            see(card.get_by_role("button", name="Pause")).to_be_disabled()
-            card.get_by_role("button", name="Resume").click()
-            see(card.locator(".badge")).to_have_text("open")
-            # nginx repeats the "paused" it answered "late" above for the rest of that second
-            # (docs/API.md): on sale for them again within two.
-            deadline = time.monotonic() + 2
-            bought = purchases(stack, aid, ["late"])
-            while bought == [503] and time.monotonic() < deadline:
-                time.sleep(0.05)
-                bought = purchases(stack, aid, ["late"])
-            assert bought == [200]
-            tab.once("dialog", lambda dialog: dialog.accept())
-            card.get_by_role("button", name="End now").click()
-            see(card.locator(".badge")).to_have_text("ended")
-            see(card.get_by_role("button", name="End now")).to_be_disabled()
-            assert purchases(stack, aid, ["later"]) == [410]
-            tab.close()
+    card.get_by_role("button", name="Pause").click()
+    see(tab.locator("#announce")).to_contain_text("sale paused")
+    see(card.locator(".badge")).to_have_text("paused")
+    status, body = call(stack.port, "GET", f"/seckill/url?activity={aid}",
+                        user_token("late"))
+    assert (status, body["error"]) == (503, "paused")
+    see(card.get_by_role("button", name="Pause")).to_be_disabled()
+    card.get_by_role("button", name="Resume").click()
+    see(card.locator(".badge")).to_have_text("open")
+    # nginx repeats the "paused" it answered "late" above for the rest of that second
+    # (docs/API.md): on sale for them again within two.
+    deadline = time.monotonic() + 2
+    bought = purchases(stack, aid, ["late"])
+    while bought == [503] and time.monotonic() < deadline:
+        time.sleep(0.05)
+        bought = purchases(stack, aid, ["late"])
+    assert bought == [200]
+    tab.once("dialog", lambda dialog: dialog.accept())
+    card.get_by_role("button", name="End now").click()
+    see(card.locator(".badge")).to_have_text("ended")
+    see(card.get_by_role("button", name="End now")).to_be_disabled()
+    assert purchases(stack, aid, ["later"]) == [410]
+    tab.close()
 
-            phone = open_console(browser, stack, 390, 844)
-            see(phone.locator(f'li[data-activity="{other}"]')).to_contain_text("left")
-            phone.wait_for_timeout(1200)
-            shoot(phone, "console-phone.png", full_page=False)
-            phone.close()
-        finally:
-            browser.close()
+    phone = open_console(new_page, stack, 390, 844)
+    see(phone.locator(f'li[data-activity="{other}"]')).to_contain_text("left")
+    phone.wait_for_timeout(1200)
+    shoot(phone, "console-phone.png", full_page=False)
+    phone.close()
 
 
-def test_a_wrong_token_is_refused_and_asked_again(stack: UpStack):
+def test_a_wrong_token_is_refused_and_asked_again(stack: UpStack, new_page):
     from playwright.sync_api import expect as see
-    from playwright.sync_api import sync_playwright
 
-    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, \
-            sync_playwright() as playwright:
-        browser = playwright.chromium.launch_persistent_context(
-            profile, executable_path=chromium(), headless=True, args=CHROMIUM_ARGS)
-        try:
-            tab = browser.new_page()
-            tab.goto(f"{stack.admin_base}/admin/")
-            tab.get_by_label("Operator token").fill("not-the-token")
-            tab.get_by_role("button", name="Open the console").click()
-            see(tab.get_by_role("alert")).to_contain_text("refused")
-            see(tab.get_by_label("Operator token")).to_be_focused()
-        finally:
-            browser.close()
+    tab = new_page()
+    tab.goto(f"{stack.admin_base}/admin/")
+    tab.get_by_label("Operator token").fill("not-the-token")
+    tab.get_by_role("button", name="Open the console").click()
+    see(tab.get_by_role("alert")).to_contain_text("refused")
+    see(tab.get_by_label("Operator token")).to_be_focused()
     status, _ = call(stack.port, "GET", "/admin/")  # the public port: no console
     assert status == 404

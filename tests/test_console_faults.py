@@ -11,10 +11,9 @@ the page runs under its Content-Security-Policy without a violation, and cannot 
 from __future__ import annotations
 
 import re
-import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,7 +23,6 @@ from tests.conftest import ADMIN, ADMIN_TOKEN, METRICS, create_activity, expect,
 from tests.fault_front import PURCHASE, FaultFront, fault_front
 from tests.screenshots import shoot
 from tests.test_cli import call
-from tests.test_sale_page import CHROMIUM_ARGS, chromium
 from tests.upstack import user_token
 
 # Every Content-Security-Policy violation the page meets, from its first script on.
@@ -73,21 +71,13 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultFront]:
 
 
 @pytest.fixture
-def tab(front: FaultFront) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, \
-            sync_playwright() as playwright:
-        browser = playwright.chromium.launch_persistent_context(
-            profile, executable_path=chromium(), headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1280, "height": 900})
-        try:
-            page = browser.new_page()
-            page.add_init_script(WATCH_CSP)
-            yield page
-        finally:
-            browser.close()
-            front.relay.heal()
+def tab(new_page: Callable[..., Any], front: FaultFront) -> Iterator[Any]:
+    page = new_page(viewport={"width": 1280, "height": 900})
+    page.add_init_script(WATCH_CSP)
+    try:
+        yield page
+    finally:
+        front.relay.heal()
 
 
 def port(base: str) -> int:

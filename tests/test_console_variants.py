@@ -8,9 +8,8 @@ Screenshots go to ``test-artifacts/``; with ``SECKILL_DOCS_SCREENSHOTS=1`` also 
 from __future__ import annotations
 
 import os
-import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -20,8 +19,8 @@ import urllib3
 from edge.identity import mint_user_token
 from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, buy, expect, gateway_env, iso
+from tests.screenshots import ARTIFACTS
 from tests.servers import REPO_ROOT, gunicorn_server
-from tests.test_sale_page import ARTIFACTS, CHROMIUM_ARGS, chromium
 
 SIZES = [{"id": "eu40", "name": "EU 40", "total": 4}, {"id": "eu41", "name": "EU 41", "total": 2}]
 
@@ -71,9 +70,9 @@ def buy_over_http(base: str, aid: str, uid: str, body: dict[str, Any] | None) ->
     assert status == 200, bought
 
 
-def test_a_bar_per_variant_on_the_activity_card(gateway: str) -> None:
+def test_a_bar_per_variant_on_the_activity_card(gateway: str,
+                                               new_page: Callable[..., Any]) -> None:
     from playwright.sync_api import expect as see
-    from playwright.sync_api import sync_playwright
 
     body = variant_body(name="Sneaker drop")
     assert call(gateway, "POST", "/admin/activities", ADMIN_TOKEN, body)[0] == 201
@@ -83,41 +82,33 @@ def test_a_bar_per_variant_on_the_activity_card(gateway: str) -> None:
     assert call(gateway, "POST", "/admin/activities", ADMIN_TOKEN, single)[0] == 201
     buy_over_http(gateway, aid, "cv-ann", {"variant": "eu41", "quantity": 2})
     buy_over_http(gateway, aid, "cv-bob", {"variant": "eu40"})
-    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, \
-            sync_playwright() as playwright:
-        browser = playwright.chromium.launch_persistent_context(
-            profile, executable_path=chromium(), headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1280, "height": 900})
-        try:
-            tab = browser.new_page()
-            tab.goto(f"{gateway}/admin/")
-            tab.get_by_label("Operator token").fill(ADMIN_TOKEN)
-            tab.get_by_role("button", name="Open the console").click()
-            card = tab.locator(f'li[data-activity="{aid}"]')
-            see(card).to_contain_text("3 of 6 left")
-            bars = card.locator(".variant-bars").get_by_role("progressbar")
-            see(bars).to_have_count(2)
-            see(bars.nth(0)).to_have_attribute("aria-label", "EU 40: 1 of 4 sold, 3 left")
-            see(bars.nth(1)).to_have_attribute("aria-label", "EU 41: 2 of 2 sold, 0 left")
-            see(bars.nth(0)).to_have_attribute("aria-valuenow", "1")
-            see(bars.nth(1)).to_have_attribute("aria-valuemax", "2")
-            rows = card.locator(".variant-bars li")
-            see(rows.nth(0)).to_contain_text("EU 40 (eu40)")
-            see(rows.nth(0)).to_contain_text("1 of 4 sold · 3 left")
-            see(rows.nth(1)).to_contain_text("2 of 2 sold · gone")
-            # Live: the next sale of EU 40 moves its bar, and only its bar.
-            buy_over_http(gateway, aid, "cv-cy", {"variant": "eu40"})
-            see(bars.nth(0)).to_have_attribute("aria-label", "EU 40: 2 of 4 sold, 2 left",
-                                               timeout=10_000)
-            see(bars.nth(1)).to_have_attribute("aria-label", "EU 41: 2 of 2 sold, 0 left")
-            # One item: its card is as before, one bar.
-            other = tab.locator(f'li[data-activity="{single["id"]}"]')
-            see(other).to_contain_text("5 of 5 left")
-            see(other.get_by_role("progressbar")).to_have_count(1)
-            see(other.locator(".variant-bars")).to_have_count(0)
-            ARTIFACTS.mkdir(exist_ok=True)
-            card.screenshot(path=str(ARTIFACTS / "console-variants.png"))
-            if os.environ.get("SECKILL_DOCS_SCREENSHOTS") == "1":
-                card.screenshot(path=str(REPO_ROOT / "docs" / "console-variants.png"))
-        finally:
-            browser.close()
+    tab = new_page(viewport={"width": 1280, "height": 900})
+    tab.goto(f"{gateway}/admin/")
+    tab.get_by_label("Operator token").fill(ADMIN_TOKEN)
+    tab.get_by_role("button", name="Open the console").click()
+    card = tab.locator(f'li[data-activity="{aid}"]')
+    see(card).to_contain_text("3 of 6 left")
+    bars = card.locator(".variant-bars").get_by_role("progressbar")
+    see(bars).to_have_count(2)
+    see(bars.nth(0)).to_have_attribute("aria-label", "EU 40: 1 of 4 sold, 3 left")
+    see(bars.nth(1)).to_have_attribute("aria-label", "EU 41: 2 of 2 sold, 0 left")
+    see(bars.nth(0)).to_have_attribute("aria-valuenow", "1")
+    see(bars.nth(1)).to_have_attribute("aria-valuemax", "2")
+    rows = card.locator(".variant-bars li")
+    see(rows.nth(0)).to_contain_text("EU 40 (eu40)")
+    see(rows.nth(0)).to_contain_text("1 of 4 sold · 3 left")
+    see(rows.nth(1)).to_contain_text("2 of 2 sold · gone")
+    # Live: the next sale of EU 40 moves its bar, and only its bar.
+    buy_over_http(gateway, aid, "cv-cy", {"variant": "eu40"})
+    see(bars.nth(0)).to_have_attribute("aria-label", "EU 40: 2 of 4 sold, 2 left",
+                                       timeout=10_000)
+    see(bars.nth(1)).to_have_attribute("aria-label", "EU 41: 2 of 2 sold, 0 left")
+    # One item: its card is as before, one bar.
+    other = tab.locator(f'li[data-activity="{single["id"]}"]')
+    see(other).to_contain_text("5 of 5 left")
+    see(other.get_by_role("progressbar")).to_have_count(1)
+    see(other.locator(".variant-bars")).to_have_count(0)
+    ARTIFACTS.mkdir(exist_ok=True)
+    card.screenshot(path=str(ARTIFACTS / "console-variants.png"))
+    if os.environ.get("SECKILL_DOCS_SCREENSHOTS") == "1":
+        card.screenshot(path=str(REPO_ROOT / "docs" / "console-variants.png"))

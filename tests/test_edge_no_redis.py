@@ -11,59 +11,14 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterator
 
-import pytest
-import redis
-
-from seckill.ops.stack.embedded import EmbeddedValkey
-from seckill.store.plumbing.connection import BACKGROUND_CLIENT_PREFIX
 from tests.conftest import create_activity, expect, iso, user_headers
 from tests.faults import wait_until
-
-OBSERVER = "test-observer"
-
-
-@pytest.fixture
-def observer(private_valkey: EmbeddedValkey) -> Iterator[redis.Redis]:
-    conn = redis.Redis.from_url(private_valkey.url, decode_responses=True, client_name=OBSERVER)
-    yield conn
-    conn.close()
-
-
-def commands_by_connection(observer: redis.Redis) -> dict[str, tuple[str, int]]:
-    """Each connection's name and the commands it has sent, by id; the observer's own left
-    out."""
-    return {c["id"]: (c["name"], int(c["tot-cmds"])) for c in observer.client_list()
-            if c["name"] != OBSERVER}
-
-
-class Counts:
-    """Commands sent between two ``CLIENT LIST`` snapshots: by the requests' connections, and
-    by each background thread's (by name).
-
-    Connections are matched by id, and told apart by their name in the second snapshot: a
-    background connection caught by the first one between its connect and its ``CLIENT
-    SETNAME`` is listed there without a name."""
-
-    def __init__(self, before: dict[str, tuple[str, int]],
-                 after: dict[str, tuple[str, int]]) -> None:
-        # A request connection that went away would hide its commands: there must be none.
-        gone = {(name, cid) for cid, (name, _) in before.items() if cid not in after
-                and not name.startswith(BACKGROUND_CLIENT_PREFIX)}
-        assert not gone, gone
-        self.requests = 0
-        self.background: dict[str, int] = {}
-        for cid, (name, sent) in after.items():
-            delta = sent - before.get(cid, (name, 0))[1]
-            if name.startswith(BACKGROUND_CLIENT_PREFIX):
-                self.background[name] = self.background.get(name, 0) + delta
-            else:
-                self.requests += delta
+from tests.support.command_counts import Counts, commands_by_connection, observer  # noqa: F401
 
 
 def test_a_sold_out_flood_makes_no_redis_call_while_the_background_keeps_working(
-        make_app, private_valkey, observer):
+        make_app, private_valkey, observer):  # noqa: F811
     # Short intervals: the flood spans many rounds of the background check and refresh.
     app = make_app(REDIS_URL=private_valkey.url, SECKILL_SOLD_OUT_TTL="0.2",
                    SECKILL_META_TTL="0.2")
@@ -141,7 +96,7 @@ def test_a_known_activity_is_answered_from_its_copy_however_old(make_app, privat
     expect(client.post(url, headers=headers), 503, "unavailable")
 
 
-def test_copies_in_use_are_refreshed_in_the_background(make_app, private_valkey, observer):
+def test_copies_in_use_are_refreshed_in_the_background(make_app, private_valkey, observer):  # noqa: F811
     app = make_app(REDIS_URL=private_valkey.url, SECKILL_META_TTL="0.1")
     client = app.test_client()
     aid = create_activity(client, name="Before")["id"]
@@ -157,7 +112,7 @@ def test_copies_in_use_are_refreshed_in_the_background(make_app, private_valkey,
 
 
 def test_a_crowd_for_an_id_this_process_has_no_copy_of_loads_it_once(make_app, private_valkey,
-                                                                     observer):
+                                                                     observer):  # noqa: F811
     app = make_app(REDIS_URL=private_valkey.url, SECKILL_META_TTL="60")
     aid = create_activity(app.test_client())["id"]  # creating it drops this process's copy
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -149,14 +148,9 @@ def test_the_answers_nginx_repeats_are_counted_per_activity(
         assert not any(activity in made_up for activity, _ in after)
 
 
-def test_the_consoles_chart_counts_nginxs_answers(http, instances, tmp_path) -> None:
+def test_the_consoles_chart_counts_nginxs_answers(http, instances, tmp_path, new_page) -> None:
     """A paused activity's crowd at ~40 requests a second: nginx answers almost all of them
     from its copy, the gateway about one a second; the chart's paused rate is the crowd's."""
-    from playwright.sync_api import sync_playwright
-
-    from tests.test_sale_page import CHROMIUM_ARGS, chromium
-
-    executable = chromium()
     with counted_front(instances, tmp_path) as proxy:
         aid = create_activity(http, proxy.admin_base, total=5)
         paused = call(http, "POST", f"{proxy.admin_base}/admin/activities/{aid}/pause", ADMIN)
@@ -174,24 +168,17 @@ def test_the_consoles_chart_counts_nginxs_answers(http, instances, tmp_path) -> 
         worker = threading.Thread(target=crowd, daemon=True)
         worker.start()
         try:
-            with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, \
-                    sync_playwright() as playwright:
-                browser = playwright.chromium.launch_persistent_context(
-                    profile, executable_path=executable, headless=True, args=CHROMIUM_ARGS)
-                try:
-                    tab = browser.new_page()
-                    tab.goto(f"{proxy.admin_base}/admin/")
-                    tab.get_by_label("Operator token").fill(ADMIN_TOKEN)
-                    tab.get_by_role("button", name="Open the console").click()
-                    rates = tab.locator("#rates")
-                    best = 0.0
-                    deadline = time.monotonic() + 20
-                    while best < 10 and time.monotonic() < deadline:
-                        found = re.search(r"\bpaused (\d+(?:\.\d+)?)/s", rates.inner_text())
-                        best = max(best, float(found.group(1)) if found else 0.0)
-                        tab.wait_for_timeout(250)
-                finally:
-                    browser.close()
+            tab = new_page()
+            tab.goto(f"{proxy.admin_base}/admin/")
+            tab.get_by_label("Operator token").fill(ADMIN_TOKEN)
+            tab.get_by_role("button", name="Open the console").click()
+            rates = tab.locator("#rates")
+            best = 0.0
+            deadline = time.monotonic() + 20
+            while best < 10 and time.monotonic() < deadline:
+                found = re.search(r"\bpaused (\d+(?:\.\d+)?)/s", rates.inner_text())
+                best = max(best, float(found.group(1)) if found else 0.0)
+                tab.wait_for_timeout(250)
         finally:
             stop.set()
             worker.join(10)

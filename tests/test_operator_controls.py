@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import ADMIN, BOTH_BACKENDS, buy, create_activity, expect, iso, user_headers
 from tests.faults import wait_until
-from tests.test_edge_no_redis import Counts, commands_by_connection, observer  # noqa: F401
+from tests.support.command_counts import Counts, commands_by_connection, observer  # noqa: F401
 
 
 def lever(client, aid, action):

@@ -7,12 +7,9 @@ Screenshots go to ``test-artifacts/`` (git-ignored; CI keeps them as artifacts).
 
 from __future__ import annotations
 
-import datetime
 import re
-import shutil
-import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,56 +18,21 @@ import redis
 
 from seckill.domain.clock import ms_from_iso
 from tests.conftest import iso
-from tests.servers import REPO_ROOT, require
-from tests.test_cli import call
-from tests.upstack import UpStack, running_up, user_token
-
-ARTIFACTS = REPO_ROOT / "test-artifacts"
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--no-first-run", "--disable-sync",
-]
-BROWSER_CLOCK_SKEW = datetime.timedelta(hours=-1)
-
-
-def chromium() -> str:
-    found = shutil.which("chromium") or next(
-        (p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser") if Path(p).exists()), None
-    )
-    return require(found, "chromium", "sudo apt-get install -y chromium chromium-driver")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    executable = chromium()
-    from playwright.sync_api import sync_playwright
-
-    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, \
-            sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            profile, executable_path=executable, headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 760, "height": 600}, device_scale_factor=1,
-        )
-        try:
-            yield context
-        finally:
-            context.close()
+from tests.screenshots import ARTIFACTS
+from tests.support.browser import skewed
+from tests.support.sale_page import buy_over_http, running_page_stack
+from tests.upstack import UpStack, user_token
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
-    # The default per-IP rate (20r/s): the page must live within it.
-    with running_up(tmp_path_factory.mktemp("up-page"), "--instances", "2",
-                    "--workers", "1") as running:
+    with running_page_stack(tmp_path_factory.mktemp("up-page")) as running:
         yield running
 
 
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    tab = browser.new_page()
-    tab.clock.set_system_time(datetime.datetime.now() + BROWSER_CLOCK_SKEW)
-    yield tab
-    tab.close()
+def page(new_page: Callable[..., Any]) -> Any:
+    return skewed(new_page(viewport={"width": 760, "height": 600}, device_scale_factor=1))
 
 
 def purchases_of(tab: Any) -> list[str]:
@@ -78,15 +40,6 @@ def purchases_of(tab: Any) -> list[str]:
     sent: list[str] = []
     tab.on("request", lambda r: sent.append(r.url) if r.method == "POST" else None)
     return sent
-
-
-def buy_over_http(stack: UpStack, aid: str, uid: str) -> dict[str, Any]:
-    token = user_token(uid)
-    status, issued = call(stack.port, "GET", f"/seckill/url?activity={aid}", token)
-    assert status == 200, issued
-    status, bought = call(stack.port, "POST", issued["url"], token)
-    assert status == 200, bought
-    return dict(bought)
 
 
 def screenshot(tab: Any, name: str) -> Path:

@@ -30,9 +30,10 @@ import redis
 from seckill.domain.clock import ms_from_iso
 from tests.admission_helpers import independent_order
 from tests.conftest import iso
+from tests.screenshots import ARTIFACTS
 from tests.servers import REPO_ROOT
+from tests.support.browser import skewed
 from tests.test_cli import call
-from tests.test_sale_page import ARTIFACTS, BROWSER_CLOCK_SKEW, CHROMIUM_ARGS, chromium
 from tests.upstack import UpStack, running_up, user_token
 
 ADMISSION_TTL = 5  # seconds (SECKILL_URL_TTL): long enough to click, short enough to lapse
@@ -68,38 +69,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    executable = chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, headless=True,
-                                              args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
 @pytest.fixture
-def user_tab(browser: Any) -> Iterator[Callable[[], Tab]]:
+def user_tab(new_page: Callable[..., Tab]) -> Callable[[], Tab]:
     """A factory of tabs, each in a browser context of its own (its own user)."""
-    contexts: list[Any] = []
 
     def open_tab() -> Tab:
-        import datetime
-
-        context = browser.new_context(viewport=PHONE, device_scale_factor=1)
-        contexts.append(context)
-        tab = context.new_page()
-        tab.clock.set_system_time(datetime.datetime.now() + BROWSER_CLOCK_SKEW)
+        tab = skewed(new_page(viewport=PHONE, device_scale_factor=1))
         tab.add_init_script(FETCH_LOG)
         return tab
 
-    yield open_tab
-    for context in contexts:
-        context.close()
+    return open_tab
 
 
 def queued(stack: UpStack, admission: str, total: int, starts_in: float,

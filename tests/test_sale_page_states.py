@@ -7,15 +7,16 @@ never goes back in time, and what it offers a screen reader. Screenshots go to
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from tests.conftest import ADMIN, iso
 from tests.screenshots import shoot
+from tests.support.browser import skewed
+from tests.support.sale_page import buy_over_http, running_page_stack
 from tests.test_cli import call
-from tests.test_sale_page import BROWSER_CLOCK_SKEW, browser, buy_over_http, stack  # noqa: F401
 from tests.upstack import UpStack, user_token
 
 PHONE = {"width": 390, "height": 844}
@@ -34,30 +35,32 @@ RECORD = """() => { window.__seen = [];
   note(); }"""
 
 
-@pytest.fixture(params=["phone", "desktop"])
-def tab(request: pytest.FixtureRequest, browser: Any) -> Iterator[Any]:  # noqa: F811
-    import datetime
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
+    with running_page_stack(tmp_path_factory.mktemp("up-page")) as running:
+        yield running
 
-    page = browser.new_page()
-    page.set_viewport_size(PHONE if request.param == "phone" else DESKTOP)
-    page.clock.set_system_time(datetime.datetime.now() + BROWSER_CLOCK_SKEW)
+
+@pytest.fixture(params=["phone", "desktop"])
+def tab(request: pytest.FixtureRequest, new_page: Callable[..., Any]) -> Any:
+    page = skewed(new_page(viewport=PHONE if request.param == "phone" else DESKTOP,
+                           device_scale_factor=1))
     page.size = request.param
-    yield page
-    page.close()
+    return page
 
 
 def shot(page: Any, state: str) -> None:
     shoot(page, f"sale-page-{page.size}-{state}.png")
 
 
-def lever(stack: UpStack, aid: str, action: str) -> None:  # noqa: F811  (a fixture)
+def lever(stack: UpStack, aid: str, action: str) -> None:
     status, body = call(stack.admin_port, "POST", f"/admin/activities/{aid}/{action}",
                         ADMIN_TOKEN)
     assert status == 200, body
 
 
 def test_the_product_and_the_countdown_then_a_win_with_what_to_do_next(
-        stack: UpStack, tab: Any) -> None:  # noqa: F811
+        stack: UpStack, tab: Any) -> None:
     from playwright.sync_api import expect
 
     aid = stack.create_activity(**PRODUCT, total=3, starts_at=iso(4), payment_window=600)
@@ -84,7 +87,7 @@ def test_the_product_and_the_countdown_then_a_win_with_what_to_do_next(
     shot(tab, "won")
 
 
-def test_sold_out_on_arrival_says_so_instead_of_a_dead_button(stack: UpStack,  # noqa: F811  (a fixture)
+def test_sold_out_on_arrival_says_so_instead_of_a_dead_button(stack: UpStack,
                                                               tab: Any) -> None:
     from playwright.sync_api import expect
 
@@ -97,7 +100,7 @@ def test_sold_out_on_arrival_says_so_instead_of_a_dead_button(stack: UpStack,  #
     shot(tab, "sold-out")
 
 
-def test_a_paused_sale_says_so_and_carries_on_when_resumed(stack: UpStack, tab: Any) -> None:  # noqa: F811  (a fixture)
+def test_a_paused_sale_says_so_and_carries_on_when_resumed(stack: UpStack, tab: Any) -> None:
     from playwright.sync_api import expect
 
     aid = stack.create_activity(**PRODUCT, total=5)
@@ -119,7 +122,7 @@ def test_a_paused_sale_says_so_and_carries_on_when_resumed(stack: UpStack, tab: 
 
 
 def test_after_losing_the_race_the_page_never_shows_the_sale_open_again(
-        stack: UpStack, tab: Any) -> None:  # noqa: F811  (a fixture)
+        stack: UpStack, tab: Any) -> None:
     """The reported bug: after a lost race the page's own refresh, through nginx's 1 s cache,
     showed "The sale is open!" and "1 left of 1" again for about 1.5 s."""
     from playwright.sync_api import expect
@@ -141,7 +144,7 @@ def test_after_losing_the_race_the_page_never_shows_the_sale_open_again(
     assert all(left == "0" for _, left in after), after
 
 
-def test_the_page_reads_well(stack: UpStack, tab: Any) -> None:  # noqa: F811  (a fixture)
+def test_the_page_reads_well(stack: UpStack, tab: Any) -> None:
     """Labels, a polite live region for outcomes, and text contrast of at least 4.5:1."""
     aid = stack.create_activity(**PRODUCT, total=2)
     tab.goto(f"{stack.base}/#activity={aid}&token={user_token('lu-' + tab.size)}")

@@ -10,10 +10,9 @@ grey button. Screenshots go to ``docs/``.
 
 from __future__ import annotations
 
-import datetime
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -23,8 +22,8 @@ import pytest
 from tests.conftest import ADMIN_TOKEN, iso
 from tests.fault_front import PURCHASE, FaultFront, fault_front
 from tests.servers import REPO_ROOT
+from tests.support.browser import skewed
 from tests.test_cli import call
-from tests.test_sale_page import BROWSER_CLOCK_SKEW, browser  # noqa: F401  (a fixture)
 from tests.upstack import user_token
 
 DOCS = REPO_ROOT / "docs"
@@ -40,12 +39,8 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultFront]:
 
 
 @pytest.fixture
-def tab(browser: Any, front: FaultFront) -> Iterator[Any]:  # noqa: F811  (a fixture)
-    page = browser.new_page()
-    page.set_viewport_size(PHONE)
-    page.clock.set_system_time(datetime.datetime.now() + BROWSER_CLOCK_SKEW)
-    yield page
-    page.close()
+def tab(new_page: Callable[..., Any], front: FaultFront) -> Iterator[Any]:
+    yield skewed(new_page(viewport=PHONE, device_scale_factor=1))
     front.relay.heal()
 
 

@@ -15,7 +15,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,9 @@ import pytest
 from edge.identity import mint_user_token
 from seckill.ops.stack.ports import free_listen_port
 from tests.conftest import ADMIN_TOKEN, JWT_SECRET, iso
+from tests.screenshots import ARTIFACTS
+from tests.support.browser import skewed
 from tests.test_cli import call
-from tests.test_sale_page import ARTIFACTS, BROWSER_CLOCK_SKEW, browser  # noqa: F401
 from tests.upstack import UpStack, running_up, user_token
 
 DOCS = ARTIFACTS.parent / "docs"
@@ -45,14 +46,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
 
 
 @pytest.fixture
-def tab(browser: Any) -> Iterator[Any]:  # noqa: F811  (a fixture)
-    import datetime
-
-    page = browser.new_page()
-    page.set_viewport_size({"width": 390, "height": 844})
-    page.clock.set_system_time(datetime.datetime.now() + BROWSER_CLOCK_SKEW)
-    yield page
-    page.close()
+def tab(new_page: Callable[..., Any]) -> Any:
+    return skewed(new_page(viewport={"width": 390, "height": 844}, device_scale_factor=1))
 
 
 def shoot(tab: Any, name: str) -> None:

@@ -8,9 +8,8 @@ Screenshots go to ``test-artifacts/``.
 
 from __future__ import annotations
 
-import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +23,8 @@ from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.sql.engine import make_engine
 from seckill.sql.schema import ensure_schema
 from tests.conftest import ADMIN_TOKEN, gateway_env
+from tests.screenshots import ARTIFACTS
 from tests.servers import gunicorn_server
-from tests.test_sale_page import ARTIFACTS, CHROMIUM_ARGS, chromium
 from tests.webhook_rows import delivery, event
 
 
@@ -52,9 +51,8 @@ def call(base: str, method: str, path: str, body: Any = None) -> tuple[int, Any]
 
 
 def test_the_webhooks_panel_shows_each_endpoints_last_attempt_failures_and_backlog(
-        gateway: tuple[str, sa.Engine]) -> None:
+        gateway: tuple[str, sa.Engine], new_page: Callable[..., Any]) -> None:
     from playwright.sync_api import expect as see
-    from playwright.sync_api import sync_playwright
 
     base, engine = gateway
     status, down = call(base, "POST", "/admin/webhooks",
@@ -72,42 +70,34 @@ def test_the_webhooks_panel_shows_each_endpoints_last_attempt_failures_and_backl
              last_code=500, next_ms=at + 60_000)
     delivery(engine, fine["id"], first, "order:o1", "delivered", attempts=1, last_ms=at + 5,
              last_code=204, done_ms=at + 5)
-    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, \
-            sync_playwright() as playwright:
-        browser = playwright.chromium.launch_persistent_context(
-            profile, executable_path=chromium(), headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1280, "height": 900})
-        try:
-            tab = browser.new_page()
-            tab.goto(f"{base}/admin/")
-            tab.get_by_label("Operator token").fill(ADMIN_TOKEN)
-            tab.get_by_role("button", name="Open the console").click()
-            see(tab.locator("#h-webhooks")).to_have_text("Webhooks (2)")
-            bad = tab.locator(f'tr[data-webhook="{down["id"]}"] td')
-            see(bad).to_have_count(5)
-            see(bad.nth(0)).to_have_text("http://10.0.0.9:8000/hooks")
-            see(bad.nth(1)).to_have_text("order.paid")
-            see(bad.nth(2)).to_contain_text("HTTP 500")
-            see(bad.nth(2)).to_have_class("down")
-            see(bad.nth(3)).to_have_text("1")
-            see(bad.nth(4)).to_contain_text("1 (oldest ")
-            good = tab.locator(f'tr[data-webhook="{fine["id"]}"] td')
-            see(good.nth(1)).to_have_text("every event")
-            see(good.nth(2)).to_contain_text("HTTP 204")
-            see(good.nth(3)).to_have_text("0")
-            see(good.nth(4)).to_have_text("0")
-            ARTIFACTS.mkdir(exist_ok=True)
-            tab.locator("#h-webhooks").locator("..").screenshot(
-                path=str(Path(ARTIFACTS) / "console-webhooks.png"))
-            # Live: the backlog goes, the endpoint is removed: the panel follows.
-            with engine.begin() as conn:
-                conn.execute(sa.text("UPDATE seckill_webhook_deliveries SET status = 'delivered',"
-                                     " last_code = 200, last_ms = :at WHERE seq = :seq"),
-                             {"at": now_ms(), "seq": second})
-            see(bad.nth(2)).to_contain_text("HTTP 200", timeout=10_000)
-            see(bad.nth(4)).to_have_text("0")
-            assert call(base, "DELETE", f"/admin/webhooks/{fine['id']}")[0] == 200
-            see(tab.locator("#h-webhooks")).to_have_text("Webhooks (1)", timeout=10_000)
-            see(tab.locator(f'tr[data-webhook="{fine["id"]}"]')).to_have_count(0)
-        finally:
-            browser.close()
+    tab = new_page(viewport={"width": 1280, "height": 900})
+    tab.goto(f"{base}/admin/")
+    tab.get_by_label("Operator token").fill(ADMIN_TOKEN)
+    tab.get_by_role("button", name="Open the console").click()
+    see(tab.locator("#h-webhooks")).to_have_text("Webhooks (2)")
+    bad = tab.locator(f'tr[data-webhook="{down["id"]}"] td')
+    see(bad).to_have_count(5)
+    see(bad.nth(0)).to_have_text("http://10.0.0.9:8000/hooks")
+    see(bad.nth(1)).to_have_text("order.paid")
+    see(bad.nth(2)).to_contain_text("HTTP 500")
+    see(bad.nth(2)).to_have_class("down")
+    see(bad.nth(3)).to_have_text("1")
+    see(bad.nth(4)).to_contain_text("1 (oldest ")
+    good = tab.locator(f'tr[data-webhook="{fine["id"]}"] td')
+    see(good.nth(1)).to_have_text("every event")
+    see(good.nth(2)).to_contain_text("HTTP 204")
+    see(good.nth(3)).to_have_text("0")
+    see(good.nth(4)).to_have_text("0")
+    ARTIFACTS.mkdir(exist_ok=True)
+    tab.locator("#h-webhooks").locator("..").screenshot(
+        path=str(Path(ARTIFACTS) / "console-webhooks.png"))
+    # Live: the backlog goes, the endpoint is removed: the panel follows.
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE seckill_webhook_deliveries SET status = 'delivered',"
+                             " last_code = 200, last_ms = :at WHERE seq = :seq"),
+                     {"at": now_ms(), "seq": second})
+    see(bad.nth(2)).to_contain_text("HTTP 200", timeout=10_000)
+    see(bad.nth(4)).to_have_text("0")
+    assert call(base, "DELETE", f"/admin/webhooks/{fine['id']}")[0] == 200
+    see(tab.locator("#h-webhooks")).to_have_text("Webhooks (1)", timeout=10_000)
+    see(tab.locator(f'tr[data-webhook="{fine["id"]}"]')).to_have_count(0)
