@@ -18,7 +18,7 @@ from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.admission_helpers import join, poll, queued_activity, wait_for_start
 from tests.conftest import ADMIN, buy, create_activity, expect, user_headers
 from tests.faults import wait_until
-from tests.test_cli import assert_one_line_error, seckill
+from tests.support.cli import assert_one_line_error, seckill
 from tests.test_edge_no_redis import Counts, commands_by_connection, observer  # noqa: F401
 
 

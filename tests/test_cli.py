@@ -1,4 +1,6 @@
-"""The ``seckill`` command, run as a real process: token, activity, and the whole ``up`` stack."""
+"""The ``seckill`` command: token, activity and nginx render run in this process
+(``tests.support.cli.seckill``); the installed script's smoke tests and the whole ``up`` stack
+run as real processes (``seckill_process``, ``seckill_up``)."""
 
 from __future__ import annotations
 
@@ -25,34 +27,97 @@ from edge.identity import mint_user_token, user_from_jwt
 from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.ops.stack.ports import free_listen_port
 from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, URL_KEY, buy, iso
+from tests.support.cli import (
+    SECKILL,
+    assert_one_line_error,
+    clean_environ,
+    seckill,
+    seckill_process,
+)
 
-# The console script pip installed next to this interpreter (not resolved: that leaves the venv).
-SECKILL = Path(sys.executable).parent / "seckill"
-# (SECKILL_PORT_SLICE stays: a parallel worker's commands draw ports from its slice.)
-OUR_VARS = re.compile(r"(SECKILL_(?!PORT_SLICE$)|GUNICORN_|REDIS_URL$|DATABASE_URL$"
-                      r"|PROMETHEUS_MULTIPROC_DIR$)")
-
-
-def clean_environ(**extra: str) -> dict[str, str]:
-    """The test process's environment without any gateway setting, plus ``extra``."""
-    base = {k: v for k, v in os.environ.items() if not OUR_VARS.match(k)}
-    return {**base, **extra}
+# -- the installed script, as a process -------------------------------------------------
 
 
-def seckill(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(SECKILL), *args], env=clean_environ(**env), capture_output=True, text=True,
-        timeout=60, check=False,
-    )
+def test_the_script_prints_its_help_and_exits_0() -> None:
+    result = seckill_process("--help", env={})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: seckill "), result.stdout
+    assert "activity" in result.stdout and result.stderr == ""
 
 
-def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int, text: str) -> None:
-    assert result.returncode == code, (result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("seckill: "), lines[0]
-    assert text in lines[0], lines[0]
+def test_python_dash_m_runs_the_same_command() -> None:
+    result = subprocess.run([sys.executable, "-m", "seckill.ops.cli", "--help"],
+                            env=clean_environ(), stdin=subprocess.DEVNULL, capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: seckill "), result.stdout
+
+
+def test_the_script_refuses_an_unknown_command_with_exit_2() -> None:
+    result = seckill_process("no-such-command", env={})
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1].startswith(
+        "seckill: error: argument COMMAND: invalid choice: 'no-such-command'"), result.stderr
+
+
+def test_the_script_says_a_missing_secret_in_one_line() -> None:
+    assert_one_line_error(seckill_process("token", "alice", env={}), 2,
+                          "SECKILL_JWT_SECRET is not set")
+
+
+# -- the in-process runner is a process's equal ----------------------------------------
+
+
+def test_the_runner_answers_as_the_process_does() -> None:
+    """The same command through both: the same code, output and one-line error."""
+    for args in (("no-such-command",), ("token", "alice"), ("nginx", "render", "--backend",
+                                                            "nowhere")):
+        here, there = seckill(*args, env={}), seckill_process(*args, env={})
+        assert (here.returncode, here.stdout, here.stderr) == (
+            there.returncode, there.stdout, there.stderr), args
+
+
+def test_the_runner_puts_the_process_state_back(monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path) -> None:
+    """The environment, standard streams and logging are as they were after a command, even
+    one that changes them; an exception escaping main() is raised, never taken for an exit
+    code; SystemExit's codes read as a process's."""
+    import logging
+
+    import seckill.ops.cli as cli
+
+    monkeypatch.setenv("SECKILL_SOMETHING", "kept")
+    environ, streams = dict(os.environ), (sys.stdin, sys.stdout, sys.stderr)
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+
+    def meddles(args: Any) -> int:
+        assert "SECKILL_SOMETHING" not in os.environ and os.environ["SECKILL_JWT_SECRET"] == "s"
+        assert sys.stdin.read() == ""
+        os.environ["SECKILL_LOG_FORMAT"] = "json"
+        logging.getLogger("seckill.meddling").addHandler(logging.StreamHandler(sys.stderr))
+        logging.getLogger("seckill.meddling").warning("said on standard error")
+        logging.getLogger("seckill.meddling").info("not said: a process's root is at WARNING")
+        if args.uid == "boom":
+            raise RuntimeError("unexpected")
+        raise SystemExit(int(args.uid) if args.uid.isdigit() else args.uid)
+
+    monkeypatch.setattr(cli, "cmd_token", meddles)
+    said = seckill("token", "3", env={"SECKILL_JWT_SECRET": "s"})
+    assert (said.returncode, said.stdout) == (3, "")
+    assert said.stderr == "said on standard error\n" * 2  # its own handler, and the root's
+    assert seckill("token", "a-message", env={"SECKILL_JWT_SECRET": "s"}).stderr.endswith(
+        "a-message\n")
+    with pytest.raises(RuntimeError, match="unexpected") as raised:
+        seckill("token", "boom", env={"SECKILL_JWT_SECRET": "s"})
+    assert "said on standard error" in "".join(raised.value.__notes__)
+    assert dict(os.environ) == environ
+    assert (sys.stdin, sys.stdout, sys.stderr) == streams
+    assert (root.handlers, root.level) == (handlers, level)
+    assert logging.getLogger("seckill.meddling").handlers == []
+    with pytest.raises(AssertionError, match="seckill_process"):
+        seckill("up", "--port", "1", env={})
 
 
 # -- seckill token ---------------------------------------------------------------------
@@ -407,8 +472,8 @@ def test_up_on_an_outside_redis_shares_printed_development_secrets(tmp_path: Pat
 
 
 def test_up_refuses_to_start_without_production_secrets(tmp_path: Path) -> None:
-    result = seckill("up", "--port", str(free_listen_port()),
-                     env={"SECKILL_DATA_DIR": str(tmp_path / "data")})
+    result = seckill_process("up", "--port", str(free_listen_port()),
+                             env={"SECKILL_DATA_DIR": str(tmp_path / "data")})
     assert_one_line_error(result, 2, "SECKILL_SECRET_KEY is not set")
 
 

@@ -9,7 +9,7 @@ import time
 from tests.admission_helpers import join, poll, state
 from tests.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.conftest import expect
-from tests.test_cli import assert_one_line_error, seckill
+from tests.support.cli import assert_one_line_error, seckill
 
 
 def test_a_queue_made_and_tuned_from_the_command_line(client, env):

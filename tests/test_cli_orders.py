@@ -7,7 +7,7 @@ import json
 from tests.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.conftest import ADMIN, buy
 from tests.faults import built_worker
-from tests.test_cli import assert_one_line_error, seckill
+from tests.support.cli import assert_one_line_error, seckill
 
 
 def test_order_cancel_gives_the_stock_back_once(client, make_activity, env, rds, prefix):

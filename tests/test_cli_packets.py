@@ -9,7 +9,7 @@ import redis
 
 from tests.conftest import buy
 from tests.faults import wait_until
-from tests.test_cli import assert_one_line_error, seckill
+from tests.support.cli import assert_one_line_error, seckill
 
 
 def test_create_packets_shows_progress_and_the_packets_are_grabbed(env, client, rds,

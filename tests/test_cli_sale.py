@@ -7,7 +7,7 @@ import json
 
 from tests.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.conftest import buy, expect
-from tests.test_cli import assert_one_line_error, seckill
+from tests.support.cli import assert_one_line_error, seckill
 
 
 def test_an_operator_runs_a_sale_from_the_command_line(client, env):

@@ -20,7 +20,7 @@ from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.shards import part_tags
 from tests.conftest import ADMIN, BOTH_BACKENDS, activity_stats, buy, expect
 from tests.faults import built_worker, drain, wait_until
-from tests.test_cli import seckill
+from tests.support.cli import seckill
 from tests.test_metrics_activity import of, scrape
 from tests.test_shards import users_homed
 

@@ -16,7 +16,7 @@ from seckill.ops.drill.plan import plan_activities, plan_buyers
 from seckill.ops.drill.report import Fault, markdown, svg
 from seckill.ops.drill.webhooks import NAME as EVENTS
 from tests.servers import require_nginx
-from tests.test_cli import clean_environ
+from tests.support.cli import clean_environ
 
 SECKILL = Path(sys.executable).parent / "seckill"
 VARIANT, PERSON = NAMES[5], NAMES[6]

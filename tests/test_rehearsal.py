@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import ADMIN, activity_stats, buy, create_activity, expect, keys_of
-from tests.test_cli import clean_environ
+from tests.support.cli import clean_environ
 from tests.test_metrics_activity import of, scrape
 from tests.upstack import running_up, up_env
 

@@ -22,14 +22,8 @@ from seckill.ops.stack.cluster import CLUSTER_SLOTS, EmbeddedCluster
 from seckill.ops.stack.embedded import read_password
 from seckill.ops.stack.ports import free_listen_port
 from tests.conftest import ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, URL_KEY
-from tests.test_cli import (
-    SECKILL,
-    alive,
-    assert_one_line_error,
-    clean_environ,
-    seckill,
-    stop_and_check_nothing_is_left,
-)
+from tests.support.cli import SECKILL, assert_one_line_error, clean_environ, seckill_process
+from tests.test_cli import alive, stop_and_check_nothing_is_left
 
 
 def up_env(data: Path) -> dict[str, str]:
@@ -221,8 +215,8 @@ def test_up_refuses_a_bad_cluster(
     data = tmp_path / "data"
     for port in (40001, 40002, 40003):  # a folder of a 3-node cluster
         (data / "cluster" / f"node-{port}").mkdir(parents=True)
-    result = seckill("up", "--port", str(free_listen_port()), "--no-nginx", *args,
-                     env={**up_env(data), **extra})
+    result = seckill_process("up", "--port", str(free_listen_port()), "--no-nginx", *args,
+                             env={**up_env(data), **extra})
     assert_one_line_error(result, 2, message)
     # No node was started for this folder (the session's own Valkeys are this process's
     # children too, so look for one working in this folder: valkey-server runs in its --dir).

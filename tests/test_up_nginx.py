@@ -28,10 +28,10 @@ from seckill.ops.stack import nginx
 from seckill.ops.stack.ports import free_listen_port
 from tests.conftest import ADMIN
 from tests.servers import require_nginx
+from tests.support.cli import seckill_process
 from tests.test_cli import (
     alive,
     call,
-    seckill,
     seckill_up,
     stop_and_check_nothing_is_left,
 )
@@ -160,8 +160,8 @@ def test_up_refuses_a_taken_admin_port(tmp_path: Path) -> None:
         port = free_listen_port()
         while port == busy:
             port = free_listen_port()
-        result = seckill("up", "--port", str(port), "--admin-port", str(busy),
-                         env=up_env(tmp_path / "data"))
+        result = seckill_process("up", "--port", str(port), "--admin-port", str(busy),
+                                 env=up_env(tmp_path / "data"))
     assert result.returncode == 2, result.stderr
     assert f"cannot listen on 127.0.0.1:{busy}" in result.stderr
 

@@ -19,7 +19,7 @@ from standardwebhooks import Webhook
 from seckill.domain.clock import iso_from_ms, now_ms
 from tests.conftest import ADMIN, expect
 from tests.faults import wait_until
-from tests.test_cli import SECKILL, assert_one_line_error, clean_environ, seckill
+from tests.support.cli import SECKILL, assert_one_line_error, clean_environ, seckill
 from tests.webhook_rows import deliveries_of, delivery, engine_of, event
 
 SHOP = "https://orders.shop.internal/hooks/seckill"

@@ -24,7 +24,8 @@ from seckill.webhooks.options import DispatchOptions
 from seckill.webhooks.run import run_dispatcher
 from tests.faults import wait_until
 from tests.servers import REPO_ROOT, stop_process
-from tests.test_cli import seckill, seckill_up
+from tests.support.cli import seckill_process
+from tests.test_cli import seckill_up
 from tests.upstack import up_env
 from tests.webhook_receiver import (
     Clock,
@@ -183,7 +184,7 @@ def test_seckill_up_refuses_a_bad_dispatcher_setting_before_starting(
         tmp_path: Path, name: str, value: str) -> None:
     """Refused at once with its name, not in a crash loop of the dispatcher that ends the
     whole stack after its restarts."""
-    result = seckill("up", "--port", str(free_listen_port()), "--no-nginx",
-                     env={**up_env(tmp_path / "data"), name: value})
+    result = seckill_process("up", "--port", str(free_listen_port()), "--no-nginx",
+                             env={**up_env(tmp_path / "data"), name: value})
     assert result.returncode == 2, result.stderr
     assert name in result.stderr, result.stderr
