@@ -37,8 +37,8 @@ from seckill.store.plumbing.connection import close_client
 from seckill.web.app import create_app
 from tests.openapi_check import CheckedClient
 
-# Chromium for the tests that drive a browser (tests/support/browser.py).
-pytest_plugins = ["tests.support.browser"]
+# Markers for what a test needs (tests/support/markers.py); Chromium (tests/support/browser.py).
+pytest_plugins = ["tests.support.markers", "tests.support.browser"]
 
 
 def _port_slices(workers: int) -> int:

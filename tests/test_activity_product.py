@@ -7,6 +7,8 @@ import pytest
 
 from tests.conftest import ADMIN, BOTH_BACKENDS, create_activity, expect, iso
 
+pytestmark = pytest.mark.database
+
 PRODUCT = {"description": "A phone.\nTwo cameras.", "image_url": "https://shop.example/x.png",
            "price": {"amount": 49999, "currency": "EUR"}}
 

@@ -22,6 +22,9 @@ import pytest
 
 from tests.servers import REPO_ROOT
 
+# The harness starts real gunicorn processes (and, for shards, a cluster of its own).
+pytestmark = pytest.mark.stack
+
 BUYERS = 200
 UNITS = 5
 

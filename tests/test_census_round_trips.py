@@ -24,6 +24,8 @@ from tests.conftest import (
 )
 from tests.relay import ChunkHook, Relay
 
+pytestmark = pytest.mark.database
+
 SIZES = [{"id": "s", "name": "S", "total": 3}, {"id": "m", "name": "M", "total": 2}]
 
 

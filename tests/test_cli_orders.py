@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.conftest import ADMIN, buy
 from tests.faults import built_worker
 from tests.support.cli import assert_one_line_error, seckill
+
+pytestmark = pytest.mark.database
 
 
 def test_order_cancel_gives_the_stock_back_once(client, make_activity, env, rds, prefix):

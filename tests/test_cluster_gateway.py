@@ -38,6 +38,8 @@ from tests.conftest import (
     user_headers,
 )
 
+pytestmark = pytest.mark.cluster
+
 
 @pytest.fixture
 def redis_backend() -> str:

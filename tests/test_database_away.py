@@ -22,6 +22,8 @@ from flask.testing import FlaskClient
 from tests.conftest import ADMIN, METRICS, buy, create_activity, user_headers
 from tests.database_faults import DatabaseRelay, SqliteWriteLock, is_sqlite
 
+pytestmark = pytest.mark.database
+
 TIMEOUT = 1.0  # SECKILL_DATABASE_TIMEOUT of the gateway under test
 # The bound a route answers within, with the timeout above: a pooled connection's check (a
 # statement's bound), a new connection's (libpq's connect_timeout counts whole seconds, 2 at

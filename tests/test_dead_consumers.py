@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import redis
 from flask.testing import FlaskClient
 
@@ -21,7 +22,7 @@ from tests.conftest import BOTH_BACKENDS
 from tests.faults import WorkerThread, built_worker, drain, stored_orders, wait_until
 from tests.test_orders_worker import buy_ok, stream_key
 
-pytestmark = BOTH_BACKENDS
+pytestmark = [BOTH_BACKENDS, pytest.mark.database]
 
 
 def consumers(rds: redis.Redis, stream: str) -> dict[str, int]:

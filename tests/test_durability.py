@@ -41,6 +41,8 @@ from tests.faults import (
 )
 from tests.servers import gunicorn_server
 
+pytestmark = pytest.mark.database
+
 
 def _waitaof_calls(rds: redis.Redis) -> int:
     stats: Any = rds.info("commandstats")

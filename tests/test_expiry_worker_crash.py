@@ -43,6 +43,8 @@ from tests.faults import (
 )
 from tests.test_orders_worker import buy_ok, stream_key
 
+pytestmark = pytest.mark.database
+
 
 def read_then_die(settings: Settings, stream: str) -> int:
     """A worker reads what waits on ``stream`` and dies before storing it (as killed between

@@ -33,6 +33,8 @@ from seckill.worker.stop import StopFlag
 from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect, user_headers
 from tests.database_faults import DatabaseRelay, SqliteWriteLock, is_sqlite
 
+pytestmark = pytest.mark.database
+
 TIMEOUT = 1.0  # SECKILL_DATABASE_TIMEOUT of the gateway under test
 BOUND = TIMEOUT + 2.5  # what a lever may take with the database hung: its wait, and Redis's
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import (
@@ -19,6 +20,8 @@ from tests.conftest import (
     iso,
     user_headers,
 )
+
+pytestmark = pytest.mark.database
 
 
 def scrape(client: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

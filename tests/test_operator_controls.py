@@ -11,6 +11,8 @@ from tests.conftest import ADMIN, BOTH_BACKENDS, buy, create_activity, expect, i
 from tests.faults import wait_until
 from tests.support.command_counts import Counts, commands_by_connection, observer  # noqa: F401
 
+pytestmark = pytest.mark.database
+
 
 def lever(client, aid, action):
     return client.post(f"/admin/activities/{aid}/{action}", headers=ADMIN)

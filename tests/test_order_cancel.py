@@ -14,6 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
+import pytest
 import redis
 from flask import Flask
 from flask.testing import FlaskClient
@@ -30,6 +31,8 @@ from tests.conftest import (
     order_status,
 )
 from tests.faults import built_worker, drain, pending, stored_orders
+
+pytestmark = pytest.mark.database
 
 
 def _key(prefix: str, aid: str, name: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, cast
 
+import pytest
 import redis
 from flask import Flask
 from flask.testing import FlaskClient
@@ -33,6 +34,8 @@ from tests.faults import (
 )
 from tests.relay import CuttingProxy
 from tests.test_orders_worker import buy_ok, stream_key
+
+pytestmark = pytest.mark.database
 
 
 # One server only: the relay stands between the worker and one server; a cluster client

@@ -40,7 +40,7 @@ from tests.faults import (
     worker_process,
 )
 
-pytestmark = BOTH_BACKENDS
+pytestmark = [BOTH_BACKENDS, pytest.mark.database]
 
 
 def stream_key(prefix: str, aid: str) -> str:

@@ -24,6 +24,8 @@ from seckill.sql.outbox import EventRow, add_events, event_rows
 from seckill.sql.schema import outbox, webhook_deliveries, webhook_endpoints
 from tests.outbox_helpers import START_MS, events, open_book, row, save
 
+pytestmark = pytest.mark.database
+
 
 @pytest.fixture
 def book(database_url: str) -> Iterator[OrderBook]:

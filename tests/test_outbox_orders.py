@@ -17,6 +17,8 @@ from seckill.domain.entries import Cancel, Paid
 from seckill.sql.book import OrderBook
 from tests.outbox_helpers import START_MS, events, kinds, open_book, row, save, together
 
+pytestmark = pytest.mark.database
+
 
 @pytest.fixture
 def book(database_url: str) -> Iterator[OrderBook]:

@@ -16,6 +16,8 @@ from seckill.sql.outbox import prune, record_refund_due
 from seckill.sql.schema import outbox, webhook_deliveries
 from tests.outbox_helpers import START_MS, events, open_book, row, save
 
+pytestmark = pytest.mark.database
+
 
 @pytest.fixture
 def book(database_url: str) -> Iterator[OrderBook]:

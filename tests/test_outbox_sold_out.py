@@ -18,6 +18,8 @@ from seckill.sql.book import OrderBook
 from seckill.sql.schema import activities, orders
 from tests.outbox_helpers import START_MS, events, open_book, row, save, sold_outs, together
 
+pytestmark = pytest.mark.database
+
 
 @pytest.fixture
 def book(database_url: str) -> Iterator[OrderBook]:

@@ -15,6 +15,7 @@ import signal
 from typing import Any
 
 import orjson
+import pytest
 import redis
 import sqlalchemy as sa
 
@@ -30,6 +31,8 @@ from tests.faults import (
     wait_until,
     worker_process,
 )
+
+pytestmark = pytest.mark.database
 
 
 def test_kill_9_mid_batch_leaves_events_matching_the_rows(

@@ -36,6 +36,8 @@ from tests.conftest import (
 from tests.faults import built_worker, drain, stored_orders
 from tests.packet_helpers import create, held, key, multiset_is_the_split, split_of
 
+pytestmark = pytest.mark.database
+
 # --- creation ----------------------------------------------------------------------------
 
 

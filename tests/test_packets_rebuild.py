@@ -38,6 +38,8 @@ from tests.conftest import (
 from tests.faults import built_worker, drain
 from tests.packet_helpers import create, held, key, multiset_is_the_split, split_of
 
+pytestmark = pytest.mark.database
+
 # --- rebuild from the database ---------------------------------------------------------------
 
 

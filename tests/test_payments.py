@@ -31,7 +31,7 @@ from tests.conftest import (
 )
 from tests.faults import built_worker, drain, stored_orders
 
-pytestmark = BOTH_BACKENDS
+pytestmark = [BOTH_BACKENDS, pytest.mark.database]
 
 
 def pay(client: FlaskClient, order_id: str, ref: str) -> Any:

@@ -37,6 +37,8 @@ from tests.faults import (
     worker_process,
 )
 
+pytestmark = pytest.mark.database
+
 
 def hold_many(rds: redis.Redis, keys: KeySpace, aid: str, count: int,
               stem: str = "h") -> dict[str, int]:

@@ -22,6 +22,8 @@ from tests.faults import built_worker, drain
 from tests.outbox_helpers import events
 from tests.test_payments_webhook import SECRET, signed
 
+pytestmark = pytest.mark.database
+
 ROUTE = "/payments/webhook"
 PRICE = {"amount": 1250, "currency": "EUR"}
 

@@ -29,6 +29,8 @@ from seckill.worker.expiry import Expirer
 from tests.conftest import ADMIN, BOTH_BACKENDS, buy, create_activity, expect, order_status
 from tests.faults import built_worker, drain, stored_orders, wait_until
 
+pytestmark = pytest.mark.database
+
 SECRET = "whsec_" + base64.b64encode(b"payments-webhook-test-secret-32b").decode()
 OTHER_SECRET = "whsec_" + base64.b64encode(b"not-the-gateway-secret-at-all-32").decode()
 ROUTE = "/payments/webhook"

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import redis
 import sqlalchemy as sa
 from flask import Flask
@@ -25,6 +26,8 @@ from seckill.worker.expiry import Expirer
 from tests.conftest import buy, create_activity, expect
 from tests.faults import built_worker, drain, stored_orders, wait_until
 from tests.test_payments_webhook import SECRET, payment, signed
+
+pytestmark = pytest.mark.database
 
 COUNT = 80
 

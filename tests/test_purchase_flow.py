@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import ADMIN, buy, user_headers
+
+pytestmark = pytest.mark.database
 
 
 def test_exactly_total_units_go_to_distinct_users(client, make_activity):

@@ -29,6 +29,8 @@ from seckill.store.sale.recovery import Restorer
 from tests.conftest import ADMIN, buy, iso, user_headers
 from tests.faults import built_worker, dedicated_valkey, drain, stored_orders
 
+pytestmark = pytest.mark.database
+
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[EmbeddedValkey]:

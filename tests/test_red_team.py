@@ -468,6 +468,7 @@ def test_a_scrape_flood_reads_the_store_at_most_once_a_second(
     store.close()
 
 
+@pytest.mark.database
 def test_a_copy_of_seckill_db_reveals_no_webhook_secret_salt_or_seed(
         make_app: Any, database_url: str) -> None:
     """A copy of the database (a backup; ``seckill.db`` read by another local user) gives away

@@ -6,10 +6,12 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from seckill.domain.activities import MAX_TOTAL
 from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect
 
-pytestmark = BOTH_BACKENDS
+pytestmark = [BOTH_BACKENDS, pytest.mark.database]
 
 
 def restock(client, aid, body):

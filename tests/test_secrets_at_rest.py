@@ -39,6 +39,8 @@ from seckill.sql.webhooks import WebhookBook
 from seckill.webhooks.run import run_dispatcher
 from tests.conftest import ADMIN, URL_KEY, create_activity, expect
 
+pytestmark = pytest.mark.database
+
 SECRET = "whsec_" + "c2VhbGVkLWF0LXJlc3QtdGVzdC1zZWNyZXQtMDEyMzQ1Njc="  # 36 bytes
 KEY_A = "data-key-a-0123456789abcdef0123456789abcdef"
 KEY_B = "data-key-b-0123456789abcdef0123456789abcdef"

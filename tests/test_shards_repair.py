@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 from flask import Flask
 from flask.testing import FlaskClient
@@ -27,6 +28,8 @@ from tests.conftest import (
 )
 from tests.faults import built_worker, drain, stored_orders
 from tests.test_shards import users_homed
+
+pytestmark = pytest.mark.database
 
 
 @BOTH_BACKENDS

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import redis
 from flask import Flask
 
@@ -13,6 +14,8 @@ from seckill.config import Settings
 from tests.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.conftest import ADMIN, buy, expect, user_headers
 from tests.faults import built_worker, drain, stored_orders
+
+pytestmark = pytest.mark.database
 
 
 def _key(prefix: str, aid: str, name: str) -> str:

@@ -17,6 +17,8 @@ import sqlalchemy as sa
 
 from tests.conftest import ADMIN, BOTH_BACKENDS, expect, iso, keys_of
 
+pytestmark = pytest.mark.database
+
 # The bad inputs are refused before anything is written: they run on the single server; what
 # is written and read back runs on both.
 

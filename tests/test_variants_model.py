@@ -33,7 +33,7 @@ from seckill.worker.options import WorkerOptions
 from seckill.worker.orders import OrdersWorker
 from tests.conftest import ADMIN, BOTH_BACKENDS, iso, user_headers
 
-pytestmark = BOTH_BACKENDS
+pytestmark = [BOTH_BACKENDS, pytest.mark.database]
 
 SIZES = {"a": 3, "b": 2, "c": 1}
 LIMIT = 3

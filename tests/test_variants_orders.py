@@ -13,6 +13,7 @@ import time
 import uuid
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from seckill.store.audit.reconcile import reconcile
@@ -21,7 +22,7 @@ from seckill.worker.orders import OrdersWorker
 from tests.admission_helpers import join, poll
 from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect, iso, order_status, user_headers
 
-pytestmark = BOTH_BACKENDS
+pytestmark = [BOTH_BACKENDS, pytest.mark.database]
 
 
 def _activity(client: Any, per_user_limit: int = 3, **fields: Any) -> str:

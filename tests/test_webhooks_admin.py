@@ -13,12 +13,15 @@ import base64
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from flask.testing import FlaskClient
 from standardwebhooks import Webhook
 
 from seckill.domain.clock import iso_from_ms, now_ms
 from tests.conftest import ADMIN, expect, user_headers
 from tests.webhook_rows import deliveries_of, delivery, engine_of, event
+
+pytestmark = pytest.mark.database
 
 SHOP = "http://10.0.0.7:8000/hooks/seckill"
 

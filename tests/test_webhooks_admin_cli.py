@@ -14,6 +14,7 @@ import subprocess
 import threading
 from typing import Any
 
+import pytest
 from standardwebhooks import Webhook
 
 from seckill.domain.clock import iso_from_ms, now_ms
@@ -21,6 +22,8 @@ from tests.conftest import ADMIN, expect
 from tests.faults import wait_until
 from tests.support.cli import SECKILL, assert_one_line_error, clean_environ, seckill
 from tests.webhook_rows import deliveries_of, delivery, engine_of, event
+
+pytestmark = pytest.mark.database
 
 SHOP = "https://orders.shop.internal/hooks/seckill"
 

@@ -25,6 +25,8 @@ from tests.webhook_receiver import (
     new_secret,
 )
 
+pytestmark = pytest.mark.database
+
 FAST = {"attempt_timeout": 1.0, "connect_timeout": 1.0, "idle": 0.02}
 Start = Callable[..., threading.Event]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
@@ -23,6 +24,8 @@ from tests.webhook_receiver import (
     add_order_events,
     new_secret,
 )
+
+pytestmark = pytest.mark.database
 
 
 def scrape(client: FlaskClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

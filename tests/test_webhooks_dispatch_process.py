@@ -35,6 +35,8 @@ from tests.webhook_receiver import (
     new_secret,
 )
 
+pytestmark = pytest.mark.database
+
 
 @pytest.fixture
 def engine(database_url: str) -> Iterator[sa.Engine]:

@@ -28,6 +28,8 @@ from tests.servers import stop_process
 from tests.test_webhooks_dispatch_process import dispatcher_process
 from tests.webhook_receiver import WebhookReceiver, add_endpoint, new_secret
 
+pytestmark = pytest.mark.database
+
 LEVERS = 40  # pause and resume, alternately
 # Each lever's answer under the dispatcher, at most this much over the slowest of the same
 # levers without it, measured first in the same test (seen: tens of ms over). A lever

@@ -16,6 +16,8 @@ from seckill.webhooks.run import dispatcher_engine
 from tests.faults import wait_until
 from tests.webhook_receiver import add_endpoint, add_order_events, new_secret
 
+pytestmark = pytest.mark.database
+
 
 @pytest.fixture
 def engine(database_url: str) -> Iterator[sa.Engine]:
