@@ -52,6 +52,7 @@ def fast_app(private_valkey: EmbeddedValkey, prefix: str, tmp_path: Path,
     application.extensions["seckill"].close()
 
 
+@pytest.mark.slow  # about 15 s: 20 sales of 1,000 accounts
 def test_twenty_bots_polling_a_hundred_times_more_win_their_two_percent(
         fast_app: Flask) -> None:
     client = fast_app.test_client()

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import grimp
+import pytest
 
 from seckill.resources import resource_dir
 from seckill.store.plumbing.scripts import lua_source
@@ -41,6 +42,7 @@ def test_ruff_is_clean_docstrings_included() -> None:
     assert result.returncode == 0, result.stdout[-3000:]
 
 
+@pytest.mark.slow  # about 15 s; the inner loop runs .venv/bin/mypy (incremental) beside it
 def test_mypy_is_clean() -> None:
     """The types hold across the layers (strict as pyproject.toml sets it)."""
     result = subprocess.run([str(BIN / "mypy"), "--no-incremental"], cwd=ROOT,

@@ -150,6 +150,7 @@ def test_payments_racing_the_expiry_at_the_deadline_exactly_one_wins(
     assert 0 < paid < count, paid
 
 
+@pytest.mark.slow  # about 35 s: a thousand holds, one expiry call each
 def test_the_worker_killed_mid_expiry_of_a_thousand_holds_expires_each_once(
         env: dict[str, str], make_activity: Any, rds: redis.Redis, prefix: str,
         tmp_path: Path, database_url: str) -> None:
