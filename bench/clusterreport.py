@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-TARGET = 0.9  # issue 12: the purchase path on a cluster >= 0.9x one server
+TARGET = 0.9  # the purchase path on a cluster >= 0.9x one server
 
 Run = dict[str, Any]
 

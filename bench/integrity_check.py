@@ -1,4 +1,4 @@
-"""What the counters' check costs a purchase inside Redis (issue 23): ``lua/purchase.lua`` as
+"""What the counters' check costs a purchase inside Redis: ``lua/purchase.lua`` as
 shipped (its opening HMGET also reads unlimited, total, sold and held, and the counters are
 compared) against the script of before the check (git ``--before``, its includes expanded
 from the same commit), on one embedded Valkey, in alternating rounds, each on a fresh

@@ -9,8 +9,8 @@ from typing import Any
 
 from bench.clusterreport import busy, failures, fmt, header, med
 
-RATIO_TARGET = 0.9  # issue 13: a sharded hot item >= 0.9x an unsharded one, in stock
-SPLIT_TARGET = 20.0  # issue 13: each master's share of the calls within ±20 % of the mean
+RATIO_TARGET = 0.9  # a sharded hot item >= 0.9x an unsharded one, in stock
+SPLIT_TARGET = 20.0  # each master's share of the calls within ±20 % of the mean
 KINDS = ("unsharded", "sharded")
 
 Run = dict[str, Any]

@@ -1,4 +1,4 @@
-"""Helpers for the fault-injection tests of the orders path (issue 3). Nothing here is a mock:
+"""Helpers for the fault-injection tests of the orders path. Nothing here is a mock:
 each helper drives or inspects a real server, a real database or a real worker.
 
 * ``dedicated_valkey``: a Valkey of the test's own (to kill -9, restart or FLUSHALL; the
@@ -250,7 +250,7 @@ class DatabaseOutage:
                     f'GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA "{self.schema}" '
                     f'TO "{self.role}"'
                 ))
-                # The outbox's seq (issue #27): the worker's batch writes its events.
+                # The outbox's seq: the worker's batch writes its events.
                 conn.execute(sa.text(
                     f'GRANT USAGE ON ALL SEQUENCES IN SCHEMA "{self.schema}" TO "{self.role}"'))
 

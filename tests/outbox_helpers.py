@@ -1,4 +1,4 @@
-"""Helpers for the outbox tests (issue #27): a real OrderBook on the test's own database (its
+"""Helpers for the outbox tests: a real OrderBook on the test's own database (its
 SQLite file or PostgreSQL schema), activities saved in it, and the events it holds."""
 
 from __future__ import annotations

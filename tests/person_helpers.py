@@ -1,4 +1,4 @@
-"""Helpers of the limits-per-person suites (issue #26): tokens that name a person (the
+"""Helpers of the limits-per-person suites: tokens that name a person (the
 ``SECKILL_PERSON_CLAIM`` claim), purchases, order status, joins and person-limited activities
 through the gateway."""
 

@@ -49,7 +49,7 @@ def breaks_a_cross_field_rule(body: Any) -> bool:
 
 
 def breaks_a_variant_rule(body: dict[str, Any]) -> bool:
-    """Variants (issue #26): their ids unique, their totals at most 10⁹ together, and not
+    """Variants: their ids unique, their totals at most 10⁹ together, and not
     with more than one shard."""
     variants = body.get("variants")
     if not isinstance(variants, list):

@@ -1,4 +1,4 @@
-"""An AOF holding an incomplete transaction is never loaded (issue #23, item 2).
+"""An AOF holding an incomplete transaction is never loaded.
 
 A purchase script's writes reach the AOF as ``MULTI ... EXEC``. A crash can tear the last
 ``EXEC``; Valkey 8.1.8 then cuts only the partial command and leaves the open ``MULTI``, so the

@@ -1,4 +1,4 @@
-"""The operator's blocks (issue #26): the admin API and the command, the refusal on the URL, the
+"""The operator's blocks: the admin API and the command, the refusal on the URL, the
 queue and the purchase (whatever the buyer already holds), and no Redis call for it.
 
 Real servers: the session's Valkey (a private one where commands are counted), a SQLite file
@@ -19,7 +19,7 @@ from tests.admission_helpers import join, poll, queued_activity, wait_for_start
 from tests.conftest import ADMIN, buy, create_activity, expect, user_headers
 from tests.faults import wait_until
 from tests.support.cli import assert_one_line_error, seckill
-from tests.test_edge_no_redis import Counts, commands_by_connection, observer  # noqa: F401
+from tests.support.command_counts import Counts, commands_by_connection, observer  # noqa: F401
 
 
 def block(client: FlaskClient, **body: Any) -> dict[str, Any]:

@@ -1,5 +1,4 @@
-"""Which Redis the ``seckill`` store commands use, and what the read-only ones leave behind
-(issue 11, item 6).
+"""Which Redis the ``seckill`` store commands use, and what the read-only ones leave behind.
 
 Without ``REDIS_URL`` a command finds the running ``seckill up`` through the ``up.json`` in its
 data folder, or exits 2 and says how to point it at one: it never falls back to

@@ -1,5 +1,5 @@
 """A master of the cluster dies (kill -9) and its replica takes over: what the gateway then
-keeps of what it answered, per ``SECKILL_DURABILITY`` (issue 12).
+keeps of what it answered, per ``SECKILL_DURABILITY``.
 
 * a sale on gunicorn + gevent and the orders worker, ``replica``: the master of one of three
   activities is killed mid-sale; the gateway recovers by itself within seconds and every 200

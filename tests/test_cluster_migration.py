@@ -1,4 +1,4 @@
-"""A live activity's slot moves to another master in the middle of its sale (issue 12).
+"""A live activity's slot moves to another master in the middle of its sale.
 
 The slot is resharded by hand, as ``valkey-cli --cluster reshard`` does it: ``CLUSTER SETSLOT
 IMPORTING`` on the target, ``MIGRATING`` on the source, the keys moved by ``MIGRATE`` (a few at

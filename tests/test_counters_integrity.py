@@ -1,5 +1,5 @@
 """A counter is never read as "unlimited", and a limited activity whose counters disagree
-refuses to sell (issue 23, item 2): 503 ``unavailable`` with ``"detail": "inconsistent"``,
+refuses to sell: 503 ``unavailable`` with ``"detail": "inconsistent"``,
 flagged in ``/metrics`` and the console, until ``seckill reconcile --repair`` has made it agree
 with the database. The torn AOF replay that sold 502 of 500 left ``remaining -1`` in a
 limited activity's meta hash: the tests write that by hand."""

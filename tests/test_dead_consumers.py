@@ -1,4 +1,4 @@
-"""Consumers that are gone leave the group (issue 11, item 5): a dead worker's name is removed
+"""Consumers that are gone leave the group: a dead worker's name is removed
 once a live worker has reclaimed its entries; a consumer that still holds pending entries is
 never removed (its entries would be lost with it), nor is a live one.
 

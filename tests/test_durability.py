@@ -1,4 +1,4 @@
-"""A 200 is a promise (issue 3): what the gateway acknowledged survives a Valkey crash.
+"""A 200 is a promise: what the gateway acknowledged survives a Valkey crash.
 
 * ``SECKILL_DURABILITY=local`` on a server without AOF says so loudly and degrades to ``none``;
 * on a server with ``appendfsync everysec`` a purchase waits for ``WAITAOF`` and its stream

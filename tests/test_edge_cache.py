@@ -1,4 +1,4 @@
-"""The crowd's rejections at nginx's price (issue #25): nginx's edge cache, real nginx in front
+"""The crowd's rejections at nginx's price: nginx's edge cache, real nginx in front
 of two real gunicorn instances.
 
 * Each activity-level refusal of ``GET /seckill/url`` (``sold_out``, ``ended``,

@@ -1,4 +1,4 @@
-"""Units that come back are on sale through nginx within 2 s, under a running flood (issue #25).
+"""Units that come back are on sale through nginx within 2 s, under a running flood.
 
 nginx repeats an activity's ``sold_out`` (the URL) and ``paused`` (the URL and the purchase)
 for the rest of the second the gateway gave it, and each gateway process answers a sold-out

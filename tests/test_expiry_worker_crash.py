@@ -1,4 +1,4 @@
-"""An update that reaches the database before its order (issue 23, found by ``seckill drill``).
+"""An update that reaches the database before its order.
 
 The orders worker killed -9 between reading purchases and acknowledging them leaves those
 entries pending under its dead name, to be reclaimed only after the claim bound; what Redis

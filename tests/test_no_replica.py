@@ -1,5 +1,5 @@
 """With ``SECKILL_DURABILITY=replica``, a write that no replica can confirm is refused before
-anything is decided (issue 23, item 3): 503 ``unavailable``, ``"detail": "no_replica"``, and
+anything is decided: 503 ``unavailable``, ``"detail": "no_replica"``, and
 Redis unchanged; the sale goes on within seconds of a replica coming back.
 
 The embedded cluster of ``seckill up`` sets ``min-replicas-to-write 1`` on every node when

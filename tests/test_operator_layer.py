@@ -1,6 +1,6 @@
 """One application layer of operator actions (``seckill.operator``): the admin API and the
-``seckill`` command take the same path, so what one door does the other does too (issue #24,
-item 1). Real Valkey, real database, the command run as a real process."""
+``seckill`` command take the same path, so what one door does the other does too. Real
+Valkey, real database, the command run in-process through its entry point."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Cancellation (issue 3): ``POST /admin/orders/<id>/cancel`` gives the stock back and frees the
+"""Cancellation: ``POST /admin/orders/<id>/cancel`` gives the stock back and frees the
 buyer's slot in one atomic script, and the database follows; twice is 409, never two refunds;
 racing cancels and purchases never hold more than ``total`` units.
 

@@ -1,4 +1,4 @@
-"""The confirmed mark (issue 11, item 5): an order stored in the database is never left
+"""The confirmed mark: an order stored in the database is never left
 ``pending`` in Redis, whatever moment a connection or a server dies at.
 
 Everything is real: the session's Valkey (and its cluster, for reconcile; own key prefix per

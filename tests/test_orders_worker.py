@@ -1,4 +1,4 @@
-"""The orders worker (issue 3): from each activity's Redis stream into the database, exactly once.
+"""The orders worker: from each activity's Redis stream into the database, exactly once.
 
 Everything is real: the session's Valkey and its 3+3 cluster (every test on both; own key
 prefix per test), the test's own SQLite file or PostgreSQL schema, the worker driven in-process

@@ -1,6 +1,7 @@
-"""A worker batch's events in one outbox row (issue #27's worker throughput): the batch writes
-one row for all its events, each with its own webhook-id and its own ``seq`` reserved in the
-batch's transaction; the fan-out expands the row into the events' own rows, at those seqs.
+"""A worker batch's events in one outbox row (the worker's throughput with webhooks): the
+batch writes one row for all its events, each with its own webhook-id and its own ``seq``
+reserved in the batch's transaction; the fan-out expands the row into the events' own rows, at
+those seqs.
 
 So an order.paid written by another transaction after the batch committed, and before the
 fan-out, still comes after the order's order.created (a lower seq), whichever is fanned

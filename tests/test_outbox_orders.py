@@ -1,4 +1,4 @@
-"""The transactional outbox's order events (issue #27): written by the transaction that
+"""The transactional outbox's order events: written by the transaction that
 changes the order row, exactly once per change, on SQLite and PostgreSQL.
 
 A real OrderBook on the test's own database (SQLite file, or its own PostgreSQL schema when

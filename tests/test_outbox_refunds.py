@@ -1,4 +1,4 @@
-"""The outbox's own helpers (issue #27): ``record_refund_due`` (one order.refund_due per
+"""The outbox's own helpers: ``record_refund_due`` (one order.refund_due per
 payment_ref, whoever calls it how often) and ``prune`` (retention), on SQLite and PostgreSQL."""
 
 from __future__ import annotations

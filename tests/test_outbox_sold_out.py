@@ -1,4 +1,4 @@
-"""activity.sold_out (issue #27): written by the transaction whose stored confirmed orders
+"""activity.sold_out: written by the transaction whose stored confirmed orders
 reach the activity's total, once per sell-out: again only after the count went below the total
 (a cancel, an expiry, a restock) and reached it again; never for an unlimited activity. The
 state is in the database: a new book (a restarted worker) and concurrent writers on

@@ -1,4 +1,4 @@
-"""The outbox under a killed worker (issue #27): ``python -m seckill.worker`` SIGKILLed in the
+"""The outbox under a killed worker: ``python -m seckill.worker`` SIGKILLed in the
 middle of a batch, a second worker reclaiming its entries: the events match the stored rows
 exactly (one order.created per row, one order.cancelled / order.expired per cancelled row, one
 activity.sold_out), none lost with its change, none written twice by a redelivery.

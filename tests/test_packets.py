@@ -1,4 +1,4 @@
-"""Red-envelope packets (issue 6): creation (split, pushed, meta last), the grab over HTTP, the
+"""Red-envelope packets: creation (split, pushed, meta last), the grab over HTTP, the
 orders worker storing amounts, cancellation giving the packet back, no restock, the rebuild
 from the database, and the packet multiset under concurrency.
 

@@ -1,4 +1,4 @@
-"""The seed's run (issue 6): 100 000 red-envelope packets created (split, pushed) and then
+"""The seed's run: 100 000 red-envelope packets created (split, pushed) and then
 grabbed by concurrent users directly against ``lua/grab.lua``: every packet goes exactly once,
 to distinct users, and the amounts sum to the total exactly.
 

@@ -1,4 +1,4 @@
-"""Red-envelope packets (issue 6), continued from tests/test_packets.py: the rebuild from the
+"""Red-envelope packets, continued from tests/test_packets.py: the rebuild from the
 database, reconcile, each script refusing the other kind, the worker's parsing, and
 creation's edges (racing publishers, an incomplete push, an older database).
 

@@ -1,4 +1,4 @@
-"""A person's key (seckill/domain/people.py, issue #26) is HMAC-SHA256 as docs/API.md states it,
+"""A person's key (seckill/domain/people.py) is HMAC-SHA256 as docs/API.md states it,
 whichever way the gateway computes it: the keys already in Redis and the database were made
 with ``hmac`` and ``base64``, and a person who bought before an upgrade must still be known
 after it. Stable, one per person and per activity. And what a person's purchase writes (the

@@ -1,4 +1,4 @@
-"""Limits per person (issue #26): ``SECKILL_PERSON_CLAIM`` and ``"limit_by": "person"``, through
+"""Limits per person: ``SECKILL_PERSON_CLAIM`` and ``"limit_by": "person"``, through
 the gateway (in-process, the hot routes included) on the session's Valkey and a SQLite file.
 
 The claim (absent, malformed: 401), the activity field (400s, the view), 403

@@ -1,4 +1,4 @@
-"""Limits per person in a queue and a draw (issue #26), through the gateway (in-process, the
+"""Limits per person in a queue and a draw, through the gateway (in-process, the
 hot routes included) on the session's Valkey: one place per person (the joining account's;
 409 ``already_joined`` for the person's other accounts, ``none`` as their status), a draw of 50
 accounts of one person among 10 other people (one entry, at most one account drawn, the draw

@@ -1,4 +1,4 @@
-"""Redis loses its data during a sale (issue 3): the activity is rebuilt lazily from the
+"""Redis loses its data during a sale: the activity is rebuilt lazily from the
 database, under a lock, by one gateway; no oversell, no user with two live orders.
 
 Each test has a Valkey of its own (it is FLUSHALLed), the test's own SQLite file or PostgreSQL

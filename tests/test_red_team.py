@@ -1,4 +1,4 @@
-"""The red team's findings in the gateway (issue #23), each with the exact request that broke
+"""The red team's findings in the gateway, each with the exact request that broke
 it, in-process (the wire's: ``tests/test_red_team_wire.py``):
 
 * numbers parsed from outside take ASCII digits only: ``²`` or an Arabic-Indic digit is a

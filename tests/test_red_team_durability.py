@@ -1,4 +1,4 @@
-"""The red team's durability finding (issue #37, item 6), with the numbers it measured:
+"""The red team's durability finding, with the numbers it measured:
 ``SECKILL_DURABILITY=replica`` on a master that takes writes while it has no replica online
 (``min-replicas-to-write`` 0) sold 200 units to 200 buyers who were each told 503
 ``durability``, and the gateway only said so once in its log.

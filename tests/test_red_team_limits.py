@@ -1,4 +1,4 @@
-"""The red team's findings on sizes and on the wire's words (issue #37), gunicorn alone (``seckill
+"""The red team's findings on sizes and on the wire's words, gunicorn alone (``seckill
 up --no-nginx``) and behind a real nginx, both listeners:
 
 * a drop of 100 variants with the names a shop writes (``"EU 41 / Navy leather"``, ~6.5 KiB of

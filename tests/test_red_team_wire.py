@@ -1,4 +1,4 @@
-"""The red team's findings in the gateway (issue #23) that need the wire: raw requests to a
+"""The red team's findings in the gateway that need the wire: raw requests to a
 real gunicorn (no nginx in front, a deployment the README documents).
 
 * a chunked body over 4 KiB is a 413 ``too_large`` on every route, as with a Content-Length

@@ -1,4 +1,4 @@
-"""Unlimited stock (``"total": null``, issue 6) beyond the contract test: a cancellation keeps it
+"""Unlimited stock (``"total": null``) beyond the contract test: a cancellation keeps it
 unlimited, a rebuild from the database restores it as unlimited (never sold out, never
 uninitialized), and a restock is refused."""
 

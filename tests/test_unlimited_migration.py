@@ -1,4 +1,4 @@
-"""An upgrade from the meta hash of before the ``unlimited`` flag (issue 23, item 2): then
+"""An upgrade from the meta hash of before the ``unlimited`` flag: then
 ``remaining = -1`` (and ``total = -1``) meant unlimited. The database says which activities
 are unlimited (``total`` NULL); the new gateway asks it on its first copy of such an activity
 (or when a script answers ``unmigrated``): an unlimited one stays unlimited and sells, a

@@ -65,7 +65,7 @@ def test_up_logs_in_one_format_with_an_access_log_and_nginx_counts(world_readabl
         all_429 = [x for x in lines if re.search(r"\" 429 ", x)]
         assert len(all_429) == refused
         # nginx's own (its per-IP rate; no instance asked) and the gateway's (per user).
-        # (Between the outcome and the upstream: the edge cache's status and key, issue #25.)
+        # (Between the outcome and the upstream: the edge cache's status and key.)
         own_429 = [x for x in all_429 if re.search(r" outcome=- cache=\S* edge=\S* upstream=-$", x)]
         assert own_429 and len(own_429) + len(
             [x for x in all_429 if re.search(r" outcome=rate_limited .* upstream=429$", x)]

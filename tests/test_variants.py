@@ -1,4 +1,4 @@
-"""Variants of one item (issue #26): creation, the view, the stats, every bad input a 400
+"""Variants of one item: creation, the view, the stats, every bad input a 400
 naming its field with nothing half-created. Against the session's Valkey (and the cluster
 where the module says so) through the app, as the operator and buyers call it.
 

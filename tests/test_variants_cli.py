@@ -1,5 +1,5 @@
 """``seckill activity create ... --variant 40:EU-40:50 --variant 41:EU-41:80`` (or a JSON
-file of them) and ``seckill activity restock AID UNITS --variant 40`` (issue #26), run as
+file of them) and ``seckill activity restock AID UNITS --variant 40``, run as
 real processes against the stores a gateway is serving (the single server: the commands take
 the admin API's path, which the cluster runs of tests/test_variants*.py cover)."""
 

@@ -1,4 +1,4 @@
-"""2,000 buyers race for 5 variants x 20 units (issue #26) over real HTTP: gunicorn with gevent
+"""2,000 buyers race for 5 variants x 20 units over real HTTP: gunicorn with gevent
 workers on the session's Valkey and on its cluster (tests/test_concurrency.py's gateway), 96
 client threads, every buyer's URL fetched first and the purchases all at once. Exactly 100
 winners, exactly 20 of each variant, no buyer twice, and every other answer a sold-out one."""

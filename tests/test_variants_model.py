@@ -1,4 +1,4 @@
-"""A hypothesis state machine over one activity with variants (issue #26), against the real
+"""A hypothesis state machine over one activity with variants, against the real
 stores through the app: purchases of one variant and of several, cancels, expired payment
 holds, restocks per variant, and the orders worker moving the stream into the database. After
 every step: each variant's sold + remaining == total, the activity's numbers are their sums,

@@ -1,4 +1,4 @@
-"""After a purchase of variants (issue #26): the order status with its items, the operator's
+"""After a purchase of variants: the order status with its items, the operator's
 cancel and an expired payment hold giving every unit back to its variant (and the variant on
 sale again in a process that had flagged it), restock per variant, the queue's admission bound
 over every variant, the orders in SQL with the variant of every unit, and the rebuild from the

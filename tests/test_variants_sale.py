@@ -1,4 +1,4 @@
-"""The purchase on an activity with variants (issue #26): one variant or several in one
+"""The purchase on an activity with variants: one variant or several in one
 all-or-nothing step, the per-buyer limit across variants, ``variant_sold_out`` against
 ``sold_out``, every bad body a 400 naming its field, the script as the authority, and the
 sold-out flag per variant. Single Valkey and the cluster, through the app.

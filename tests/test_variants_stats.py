@@ -1,4 +1,4 @@
-"""The operator's stats of an activity with variants under traffic (issue #26): one answer is
+"""The operator's stats of an activity with variants under traffic: one answer is
 one moment, so its variants always add up to its own totals.
 
 Found by the sale-day drill: the activity's counters and its variants were read by two

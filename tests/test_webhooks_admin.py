@@ -1,4 +1,4 @@
-"""The operator's webhook endpoints (issue #27) over the admin API: register, list (with each
+"""The operator's webhook endpoints over the admin API: register, list (with each
 endpoint's summary for the console), remove, its deliveries, replay.
 
 Real servers: the session's Valkey, a SQLite file per test (a PostgreSQL schema when

@@ -1,4 +1,4 @@
-"""``seckill webhooks add|list|remove|deliveries|replay`` (issue #27): the operator's endpoints
+"""``seckill webhooks add|list|remove|deliveries|replay``: the operator's endpoints
 from the command line, the admin API's own actions, on a running gateway's stores.
 
 Real servers: the session's Valkey, a SQLite file per test (a PostgreSQL schema when

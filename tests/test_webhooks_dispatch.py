@@ -1,4 +1,4 @@
-"""The webhooks' dispatcher (issue #27) against a real receiver (tests/webhook_receiver.py) on
+"""The webhooks' dispatcher against a real receiver (tests/webhook_receiver.py) on
 the test's own database (SQLite, or a PostgreSQL schema): signed per Standard Webhooks, the
 same webhook-id on every attempt, faulty receivers retried without blocking anyone, one
 subject's events in order, failed after 24 hours of a moved clock, two dispatchers at once."""

@@ -1,4 +1,4 @@
-"""``/metrics`` shows the webhooks' numbers (issue #27), read from the database at the scrape:
+"""``/metrics`` shows the webhooks' numbers, read from the database at the scrape:
 attempts by endpoint and outcome, the pending deliveries, the oldest undelivered event."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The dispatcher as ``seckill up`` runs it, ``python -m seckill.webhooks`` (issue #27): kill -9
+"""The dispatcher as ``seckill up`` runs it, ``python -m seckill.webhooks``: kill -9
 mid-batch loses no event and sends none under a new webhook-id; SIGTERM finishes the
 attempts in flight and gives the rest back."""
 

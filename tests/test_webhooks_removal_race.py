@@ -1,5 +1,5 @@
-"""An endpoint removed while the dispatcher fans events out leaves no delivery behind (issue
-#27): the fan-out and the removal are serialized by the database, on SQLite (one writer) and
+"""An endpoint removed while the dispatcher fans events out leaves no delivery behind:
+the fan-out and the removal are serialized by the database, on SQLite (one writer) and
 on PostgreSQL (the fan-out's shared locks on the endpoints' rows)."""
 
 from __future__ import annotations

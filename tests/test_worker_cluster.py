@@ -1,4 +1,4 @@
-"""The orders worker on a Redis/Valkey Cluster (issue 12), and the retirement of ended streams.
+"""The orders worker on a Redis/Valkey Cluster, and the retirement of ended streams.
 
 Everything is real: the session's 3+3 Valkey Cluster (and, for the retirement, the session's
 single Valkey too), the test's own database, the worker run as ``seckill worker`` runs it

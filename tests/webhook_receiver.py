@@ -1,4 +1,4 @@
-"""A real webhook receiver for the tests (issue #27): a threaded HTTP/1.1 server on a free
+"""A real webhook receiver for the tests: a threaded HTTP/1.1 server on a free
 loopback port that verifies every request's Standard Webhooks signature with the
 ``standardwebhooks`` library, records what it got, and fails on demand.
 

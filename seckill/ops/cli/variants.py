@@ -1,4 +1,4 @@
-"""The command line's variants (issue #26): ``seckill activity create ... --variant
+"""The command line's variants: ``seckill activity create ... --variant
 40:EU-40:50 --variant 41:EU-41:80`` or ``--variants-file sizes.json``, and ``seckill activity
 restock AID UNITS --variant 40``. The options only build the admin API's body: its
 validation (``seckill.domain.variants``) says what is wrong, in the same words.

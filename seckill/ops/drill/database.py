@@ -1,6 +1,6 @@
 """What the drill reads of its own stack's database (read-only): every order of its
-activities, with the account behind a person's order and the variant of every unit (issue
-#26), and each variant's units in live orders next to the counters Redis keeps for it.
+activities, with the account behind a person's order and the variant of every unit, and each
+variant's units in live orders next to the counters Redis keeps for it.
 
 ``seckill reconcile`` compares an activity's stock and buyers with the database, not its
 variants one by one: the drill does that part itself (:func:`variant_books`).

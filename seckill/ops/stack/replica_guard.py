@@ -1,5 +1,5 @@
 """With ``SECKILL_DURABILITY=replica``, the embedded cluster's nodes refuse writes while a
-master has no replica online (issue 23): a purchase no replica can confirm is then refused
+master has no replica online: a purchase no replica can confirm is then refused
 before its script decides anything (503 ``no_replica``), not decided and answered 503.
 
 Valkey checks ``min-replicas-to-write`` at a script's first write (``NOREPLICAS``: the script

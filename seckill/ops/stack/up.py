@@ -353,7 +353,7 @@ def run(args: argparse.Namespace) -> int:
         # Stopped after the gateway (reverse order), so it stores the last orders it was given.
         specs.append(ChildSpec("orders-worker", [sys.executable, "-m", "seckill.worker"],
                                env=env, cwd=root, stop_timeout=15))
-        # The webhooks' dispatcher (issue #27): stopped before the worker; SIGTERM lets the
+        # The webhooks' dispatcher: stopped before the worker; SIGTERM lets the
         # attempts in flight (10 s at most) finish.
         specs.append(ChildSpec("webhooks", [sys.executable, "-m", "seckill.webhooks"],
                                env=env, cwd=root, stop_timeout=15))
