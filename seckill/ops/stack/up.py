@@ -26,7 +26,10 @@ import stat
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import sqlalchemy as sa
 
 from seckill import logs
 from seckill.config import (
@@ -50,11 +53,30 @@ from seckill.ops.stack.children import (
     render_nginx,
 )
 from seckill.ops.stack.cluster import up_cluster
+from seckill.ops.stack.embedded import (
+    PASSWORD_FILE,
+    EmbeddedValkey,
+    FsyncKeeper,
+    embedded_password,
+)
 from seckill.ops.stack.nginx import command as nginx_command
 from seckill.ops.stack.nginx import nginx_binary
 from seckill.ops.stack.ports import backend_ports
 from seckill.ops.stack.scrape_token import scrape_token, write_token_file
-from seckill.ops.stack.supervisor import COMPONENT, ChildSpec, http_ready, log
+from seckill.ops.stack.supervisor import (
+    COMPONENT,
+    ChildSpec,
+    Stopping,
+    Supervisor,
+    SupervisorError,
+    http_ready,
+    log,
+    redis_ready,
+)
+from seckill.sql.engine import make_engine
+from seckill.sql.schema import ensure_schema
+from seckill.sql.sealed_rows import reseal
+from seckill.sql.sealing import DataKeyError, Keyring
 
 
 def project_root() -> Path:
@@ -183,8 +205,6 @@ def try_it(
     page: bool = False,
 ) -> str:
     """The "Try it" commands printed once the stack is up: create, token, URL, buy, status."""
-    from datetime import UTC, datetime, timedelta
-
     now = datetime.now(UTC).replace(microsecond=0)
     aid = f"demo-{int(now.timestamp())}"
     body = json.dumps({
@@ -237,11 +257,6 @@ def _create_schema(url: str) -> None:
     """The tables made once, before the children start: otherwise every gunicorn worker, the
     orders worker and the dispatcher race to create them. A database not reachable yet is
     left to the children, which create what is missing when it comes."""
-    import sqlalchemy as sa
-
-    from seckill.sql.engine import make_engine
-    from seckill.sql.schema import ensure_schema
-
     engine = make_engine(url)
     try:
         ensure_schema(engine)
@@ -257,13 +272,6 @@ def seal_at_start(settings: Settings) -> None:
     under an older key, sealed under the current one. ConfigError (the start refused) when a
     sealed secret does not open with the environment's keys. A database not reachable yet is
     left to the next start, or ``seckill secrets rotate``."""
-    import sqlalchemy as sa
-
-    from seckill.sql.engine import make_engine
-    from seckill.sql.schema import ensure_schema
-    from seckill.sql.sealed_rows import reseal
-    from seckill.sql.sealing import DataKeyError, Keyring
-
     engine = make_engine(settings.database_url)
     try:
         ensure_schema(engine)
@@ -278,13 +286,6 @@ def seal_at_start(settings: Settings) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``seckill up``: start the stack and supervise it until stopped; the exit code."""
-    from seckill.ops.stack.embedded import (
-        PASSWORD_FILE,
-        EmbeddedValkey,
-        FsyncKeeper,
-        embedded_password,
-    )
-    from seckill.ops.stack.supervisor import Stopping, Supervisor, SupervisorError, redis_ready
 
     environ = environment()  # whole: what the children get
     _check_cluster_args(args, environ)
