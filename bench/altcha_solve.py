@@ -6,7 +6,7 @@
 Starts an embedded Valkey on 127.0.0.1 for ``seckill.store.sale.challenge.Challenges`` (every
 challenge is issued by ``Challenges.issue`` and every solution must pass
 ``Challenges.verify``, so only working solves are timed), a static HTTP server on 127.0.0.1
-over a temp folder holding a page and the vendored widget (``nginx/static/vendor/altcha/``),
+over a temp folder holding a page and the vendored widget (``frontends/sale_page/vendor/altcha/``),
 and Debian's Chromium, headless, through Playwright (``/usr/bin/chromium``; never
 ``playwright install``). Each solve is a fresh ``<altcha-widget>`` given the challenge
 (``challengejson``) and timed from ``verify()`` to its ``verified`` state. By default the
@@ -52,8 +52,8 @@ from seckill.store.sale import challenge
 from seckill.store.sale.challenge import Challenges
 
 REPO = Path(__file__).resolve().parent.parent
-VENDOR = REPO / "nginx" / "static" / "vendor" / "altcha"
-LOCK = REPO / "nginx" / "vendor" / "package-lock.json"
+VENDOR = REPO / "frontends" / "sale_page" / "vendor" / "altcha"
+LOCK = REPO / "frontends" / "vendor" / "package-lock.json"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run", "--disable-sync"]
@@ -90,7 +90,7 @@ window.solveOnce = (challenge) => new Promise((resolve, reject) => {
 
 
 def widget_version() -> str:
-    """The altcha npm package's version in nginx/vendor/package-lock.json."""
+    """The altcha npm package's version in frontends/vendor/package-lock.json."""
     lock = json.loads(LOCK.read_text(encoding="utf-8"))
     return str(lock["packages"]["node_modules/altcha"]["version"])
 
@@ -244,7 +244,7 @@ def report(results: dict[str, Any], command: str, steps: list[tuple[float, int]]
         f"Machine: {describe('altcha', 'playwright')}; load average before / after: "
         f"{results['load_before']} / {results['load_after']}. Chromium {results['chromium']} "
         f"(Debian's, headless), `navigator.hardwareConcurrency` {results['hardware_concurrency']}."
-        f" Widget: npm altcha {widget_version()} (`nginx/static/vendor/altcha/altcha.js`). "
+        f" Widget: npm altcha {widget_version()} (`frontends/sale_page/vendor/altcha/altcha.js`). "
         "Every challenge was issued by `seckill.store.sale.challenge.Challenges` and every "
         f"solution passed its `verify`; {results['solves']} solves per cell, "
         f"{results['seconds']:.0f} s in all.",

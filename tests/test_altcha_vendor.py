@@ -1,5 +1,6 @@
-"""The vendored ALTCHA widget (``nginx/static/vendor/altcha/``, built by ``nginx/vendor/build.sh``
-from the npm package pinned in ``nginx/vendor/package-lock.json``): the files are there, the
+"""The vendored ALTCHA widget (``frontends/sale_page/vendor/altcha/``, built by
+``frontends/vendor/build.sh`` from the npm package pinned in
+``frontends/vendor/package-lock.json``): the files are there, the
 widget is the locked version and self-contained (no CDN, no import, its worker inlined), and in
 headless Chromium it solves a challenge of ``seckill.store.sale.challenge.Challenges`` that
 ``Challenges.verify`` accepts; nginx serves it as JavaScript."""
@@ -20,8 +21,8 @@ from seckill.store.plumbing.keys import KeySpace
 from seckill.store.sale.challenge import Challenges
 from tests.servers import REPO_ROOT, nginx_server
 
-VENDOR = REPO_ROOT / "nginx" / "static" / "vendor" / "altcha"
-BUILD = REPO_ROOT / "nginx" / "vendor"
+VENDOR = REPO_ROOT / "frontends" / "sale_page" / "vendor" / "altcha"
+BUILD = REPO_ROOT / "frontends" / "vendor"
 
 
 def locked_version() -> str:
@@ -38,7 +39,7 @@ def test_the_vendored_widget_is_the_locked_version() -> None:
     assert "MIT License" in (VENDOR / "LICENSE.txt").read_text(encoding="utf-8")
     package = json.loads((BUILD / "package.json").read_text(encoding="utf-8"))
     assert package["dependencies"] == {"altcha": "~2.2.4", "uplot": "~1.6.32"}
-    assert "nginx/vendor/node_modules/" in (REPO_ROOT / ".gitignore").read_text().splitlines()
+    assert "frontends/vendor/node_modules/" in (REPO_ROOT / ".gitignore").read_text().splitlines()
 
 
 def test_the_vendored_widget_is_self_contained() -> None:
@@ -76,11 +77,11 @@ def test_nginx_serves_the_widget_as_javascript(tmp_path: Path) -> None:
 
 
 def test_the_consoles_chart_library_is_the_locked_uplot() -> None:
-    """The operator console's uPlot (``nginx/console/vendor/``, built by the same script)."""
+    """The operator console's uPlot (``frontends/console/vendor/``, built by the same script)."""
     lock = json.loads((BUILD / "package-lock.json").read_text(encoding="utf-8"))
     version = lock["packages"]["node_modules/uplot"]["version"]
     assert version.startswith("1.6.")
-    console = REPO_ROOT / "nginx" / "console" / "vendor"
+    console = REPO_ROOT / "frontends" / "console" / "vendor"
     assert sorted(p.name for p in console.iterdir()) == [
         "uPlot.LICENSE", "uPlot.iife.min.js", "uPlot.min.css"]
     script = (console / "uPlot.iife.min.js").read_text(encoding="utf-8")

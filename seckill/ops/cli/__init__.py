@@ -251,7 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--listen", default="0.0.0.0", metavar="HOST",
                         help="address of the public listener (default 0.0.0.0)")
     render.add_argument("--static-root", metavar="DIR",
-                        help="the sale page's folder (default: nginx/static of this package)")
+                        help="the sale page's folder "
+                             "(default: frontends/sale_page of this package)")
     render.add_argument("--read-timeout", type=_positive, default=10, metavar="SECONDS",
                         help="how long an instance may take to answer (default 10)")
     render.add_argument("--access-log", action="store_true",

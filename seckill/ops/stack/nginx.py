@@ -280,8 +280,8 @@ def render(options: NginxOptions) -> str:
 
 
 def default_static_root() -> Path:
-    """The sale page's folder shipped with the package (``nginx/static``)."""
-    return resource_dir("nginx") / "static"
+    """The sale page's folder shipped with the package (``frontends/sale_page``)."""
+    return resource_dir("frontends") / "sale_page"
 
 
 def prepare_run_dir(run_dir: Path) -> None:

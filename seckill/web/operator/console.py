@@ -44,7 +44,7 @@ FILES = {"index.html", "console.js", "console.css", "vendor/uPlot.iife.min.js",
 
 
 def _folder() -> Path:
-    return resource_dir("nginx") / "console"
+    return resource_dir("frontends") / "console"
 
 
 _TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}

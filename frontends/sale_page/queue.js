@@ -37,7 +37,7 @@ const queuePath = (suffix = "") => `/seckill/${encodeURIComponent(page.activity)
 
 // ---------------------------------------------------------------------------------------------
 // HOOK: the proof-of-work challenge of a "challenge": true activity. To be wired to the
-// vendored ALTCHA widget (nginx/static/vendor/altcha/).
+// vendored ALTCHA widget (frontends/sale_page/vendor/altcha/).
 //
 //   solveChallenge(aid) -> Promise<string | null>
 //

@@ -1,5 +1,5 @@
 // The proof-of-work for joining a queue with "challenge": true, solved by the ALTCHA widget
-// (nginx/static/vendor/altcha/, built from npm; no CDN). queue.js fetches the challenge with
+// (frontends/sale_page/vendor/altcha/, built from npm; no CDN). queue.js fetches the challenge with
 // the user's token and hands it here; the widget solves it in its Web Workers and gives back
 // the base64 solution the join sends as {"altcha": ...}. The widget is shown while it works,
 // so the wait is visible (a few seconds on a phone when the queue is busy).
