@@ -1,4 +1,4 @@
-"""Blocks across real gateway processes (issue #26): two gunicorn instances of two gevent workers
+"""Blocks across real gateway processes: two gunicorn instances of two gevent workers
 each, on one Valkey and one database, as ``seckill up`` runs them. A block made through one
 instance refuses the buyer in every process within a second (and a lift lets them in again);
 a block on a person refuses every account whose token names that person; blocks survive a

@@ -1,4 +1,4 @@
-"""The operator console during faults (issue #23, items 5 and 6): it shows what is true.
+"""The operator console during faults (items 5 and 6): it shows what is true.
 
 The state endpoint with its Redis stopped says the numbers are stale (since when, and why) and
 keeps the last ones read, rather than an empty list that reads "no activity"; in headless
@@ -165,7 +165,7 @@ def test_the_console_tells_the_truth_during_faults(front: FaultFront, tab: Any) 
 
 
 def test_an_inconsistent_activity_gets_a_red_badge(front: FaultFront, tab: Any) -> None:
-    """The state's ``inconsistent`` flag (another part of issue #23 sets it) as the page shows
+    """The state's ``inconsistent`` flag as the page shows
     it; here the state is the real one with the flag added on its way to the page."""
     from playwright.sync_api import expect as see
 

@@ -1,4 +1,4 @@
-"""The console on an activity with variants (issue #26): the state's row carries each variant's
+"""The console on an activity with variants: the state's row carries each variant's
 numbers (sold beside the view's total and remaining), and the activity's card shows a bar per
 variant, in headless Chromium against a real gunicorn on Valkey; a single-item card has none.
 

@@ -1,4 +1,4 @@
-"""What nginx answers from its edge cache still counts (issue #25): real nginx in front of two
+"""What nginx answers from its edge cache still counts: real nginx in front of two
 real gunicorn instances, its access log on (either format) and ``seckill nginx exporter``
 reading it, served at ``/metrics/nginx`` on the operator listener as ``seckill up`` does.
 

@@ -1,4 +1,4 @@
-"""nginx in front of two real gunicorn instances while something goes wrong (issue #23).
+"""nginx in front of two real gunicorn instances while something goes wrong.
 
 * A crowd hitting a paused activity gets the gateway's 503 ``paused``: that answer never takes
   an instance out of nginx's pool, so every other route and the operator API keep answering.

@@ -1,4 +1,4 @@
-"""The sale page on an activity with variants (issue #26), in headless Chromium against a real
+"""The sale page on an activity with variants, in headless Chromium against a real
 ``seckill up`` (nginx, one gateway instance, Valkey): the picker offers each variant with its
 units left and shows a sold-out one as gone and not selectable; the page buys the chosen
 variant (``?variant=<vid>``, no body) and says which one was won; a variant that sells out between

@@ -1,4 +1,4 @@
-"""The console's Webhooks panel (issue #27): each endpoint's URL and events, its last attempt
+"""The console's Webhooks panel: each endpoint's URL and events, its last attempt
 (when, the answer's code), its failures and its backlog, live, in headless Chromium against a
 real gunicorn on Valkey and a SQLite file. The deliveries the dispatcher would make are written
 as rows of their table (``tests/webhook_rows.py``).
