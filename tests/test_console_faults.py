@@ -1,4 +1,4 @@
-"""The operator console during faults (items 5 and 6): it shows what is true.
+"""The operator console during faults: it shows what is true.
 
 The state endpoint with its Redis stopped says the numbers are stale (since when, and why) and
 keeps the last ones read, rather than an empty list that reads "no activity"; in headless

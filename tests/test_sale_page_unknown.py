@@ -1,4 +1,4 @@
-"""The sale page when a purchase's answer is lost (item 4), in headless Chromium on a
+"""The sale page when a purchase's answer is lost, in headless Chromium on a
 real nginx -> relay -> gunicorn -> Valkey chain (tests/fault_front.py).
 
 A purchase answered 502/503/504, or not at all, has an unknown outcome: the page asks the
