@@ -28,12 +28,12 @@ from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
 from seckill.store.plumbing.connection import Wire, make_pool
 from seckill.store.plumbing.durability import Durability
-from seckill.store.plumbing.durable import DurableRunner
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
+from seckill.store.plumbing.writes import DurableRunner
 from seckill.store.sale.activities import ActivityStore
+from seckill.store.sale.borrowing import ShardedPurchases
 from seckill.store.sale.recovery import Restorer
-from seckill.store.sale.sharded import ShardedPurchases
 from seckill.store.sale.stock import Purchases
 
 SECRET = "bench-secret-0123456789abcdef0123456789"

@@ -35,12 +35,12 @@ from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
 from seckill.store.plumbing.connection import Client, send_script
 from seckill.store.plumbing.durability import Durability
-from seckill.store.plumbing.durable import DurableRunner
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
+from seckill.store.plumbing.writes import DurableRunner
 from seckill.store.sale.activities import ActivityStore
+from seckill.store.sale.borrowing import ShardedPurchases
 from seckill.store.sale.recovery import Restorer
-from seckill.store.sale.sharded import ShardedPurchases
 from seckill.store.sale.stock import Purchases
 
 PREFIX = "bsat"

@@ -10,7 +10,7 @@ Starts the embedded cluster and its gateway as ``bench.cluster`` does
 timed wrk run of purchases on ONE new activity, every request a distinct user with a signed
 purchase URL: either unsharded (its slot on the cluster's masters in turn, round after round)
 or created with ``"shards": n``, whose parts sit on evenly spaced slots and whose buyers each
-buy on their home part (``seckill.store.plumbing.shards``). The stock (``--total``) is far more
+buy on their home part (``seckill.store.plumbing.parts``). The stock (``--total``) is far more
 than a run sells, so every purchase takes the one-round-trip path; the runs check it (no part
 lent or borrowed, no claim left). Rounds run both, the order swapped every round, and the ratio
 sharded/unsharded is taken within a round, then the median. Per master and run: INFO
@@ -49,8 +49,8 @@ from bench.workloads import Setup, iso
 from bench.wrk import run_wrk
 from seckill.domain.activities import MAX_SHARDS
 from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.parts import part_tags
 from seckill.store.plumbing.routing import slot_of
-from seckill.store.plumbing.shards import part_tags
 
 METER = CpuMeter()
 KEYS = KeySpace(GATEWAY_PREFIX)

@@ -24,7 +24,7 @@
 -- then the per-user rate limit's counters, ARGV[5..] its rates (include/rate_limit.lua)
 --
 -- <tag> is the activity id, or for part j of a sharded activity the part's tag (seckill/
--- store/plumbing/shards.py); a sharded purchase always runs on the buyer's home part.
+-- store/plumbing/parts.py); a sharded purchase always runs on the buyer's home part.
 --
 -- Returns a flat array, first element the outcome:
 --   {"expired", ms}                    past the deadline by ms: nothing at all was done

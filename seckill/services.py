@@ -31,24 +31,24 @@ from seckill.store.plumbing.connection import (
     make_pool,
 )
 from seckill.store.plumbing.durability import Durability, check_guard
-from seckill.store.plumbing.durable import DurableRunner
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.readonly import read_only_connection, read_only_engine
 from seckill.store.plumbing.routing import ClusterWire
 from seckill.store.plumbing.scripts import Scripts
+from seckill.store.plumbing.writes import DurableRunner
 from seckill.store.sale.activities import ActivityStore
 from seckill.store.sale.blocks import BlockWatch
+from seckill.store.sale.borrowing import ShardedPurchases
 from seckill.store.sale.cache import ActivityCache
 from seckill.store.sale.challenge import Challenges
 from seckill.store.sale.controls import SaleControls
 from seckill.store.sale.levers import LeverRecords
 from seckill.store.sale.orders import Orders
-from seckill.store.sale.parts import Parts
+from seckill.store.sale.part_counts import Parts
 from seckill.store.sale.payments import Payments
 from seckill.store.sale.queue import AdmissionQueue
 from seckill.store.sale.recovery import Restorer
 from seckill.store.sale.restocks import Restocks
-from seckill.store.sale.sharded import ShardedPurchases
 from seckill.store.sale.soldout import SoldOutBoard
 from seckill.store.sale.state import SaleState
 from seckill.store.sale.stats import StockStats

@@ -17,7 +17,7 @@ from flask.testing import FlaskClient
 
 from seckill.config import Settings
 from seckill.store.plumbing.keys import KeySpace
-from seckill.store.plumbing.shards import part_tags
+from seckill.store.plumbing.parts import part_tags
 from tests.conftest import ADMIN, BOTH_BACKENDS, activity_stats, buy, expect
 from tests.faults import built_worker, drain, wait_until
 from tests.support.cli import seckill

@@ -1,4 +1,4 @@
-"""The one runner of every decision on Redis (seckill.store.plumbing.durable): a script Redis
+"""The one runner of every decision on Redis (seckill.store.plumbing.writes): a script Redis
 lost the activity of runs again once the activity is rebuilt, an activity nobody knows is
 404, a reply not read is 503 and never retried, a follow-up's error runs its fallback."""
 
@@ -15,7 +15,7 @@ from seckill.domain.activities import MAX_TOTAL
 from seckill.ops.stack.ports import free_listen_port
 from seckill.store.plumbing.connection import Wire
 from seckill.store.plumbing.durability import Durability
-from seckill.store.plumbing.durable import DurableRunner, FollowUp, wrote
+from seckill.store.plumbing.writes import DurableRunner, FollowUp, wrote
 
 
 def _runner(app: Flask) -> DurableRunner:

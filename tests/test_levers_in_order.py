@@ -25,8 +25,8 @@ from seckill.domain.clock import ms_from_iso
 from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
 from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.parts import part_tags
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.plumbing.shards import part_tags
 from seckill.store.sale.levers import LeverRecords
 from seckill.worker.levers import LeverCatchUp
 from seckill.worker.stop import StopFlag

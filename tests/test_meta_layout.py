@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import redis
 
-from seckill.store.plumbing.shards import part_tags
+from seckill.store.plumbing.parts import part_tags
 from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect, iso
 
 pytestmark = BOTH_BACKENDS

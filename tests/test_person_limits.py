@@ -25,7 +25,7 @@ from edge.purchase_url import PurchaseUrlSigner
 from seckill.domain.clock import now_ms
 from seckill.domain.people import PERSON_KEY
 from seckill.store.plumbing.keys import KeySpace
-from seckill.store.plumbing.shards import part_tags
+from seckill.store.plumbing.parts import part_tags
 from seckill.worker.expiry import Expirer
 from tests.conftest import ADMIN, URL_KEY, create_activity, expect, iso
 from tests.faults import built_worker, drain

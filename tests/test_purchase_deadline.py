@@ -21,8 +21,8 @@ import redis
 from flask import Flask
 
 from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.parts import part_tags
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.plumbing.shards import part_tags
 from seckill.web.hot import purchase_deadline
 from tests.conftest import ADMIN, BOTH_BACKENDS, expect, order_status, user_headers
 from tests.relay import ChunkHook, Relay, _forward

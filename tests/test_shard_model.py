@@ -35,10 +35,10 @@ from seckill.domain.activities import MAX_TOTAL, parse_new_activity
 from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.plumbing.connection import close_client
 from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.parts import home_part, part_tags
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.plumbing.shards import home_part, part_tags
 from seckill.store.sale.activities import ActivityStore
-from seckill.store.sale.sharded import ShardedPurchases
+from seckill.store.sale.borrowing import ShardedPurchases
 from tests.conftest import connect, iso
 
 USERS = st.sampled_from([f"user{i}" for i in range(8)])

@@ -23,7 +23,7 @@ from redis.cluster import RedisCluster
 from seckill.ops.stack.cluster import EmbeddedCluster
 from seckill.store.plumbing.connection import close_client
 from seckill.store.plumbing.keys import KeySpace
-from seckill.store.plumbing.shards import home_part, part_tags
+from seckill.store.plumbing.parts import home_part, part_tags
 from tests.conftest import ADMIN, gateway_env, iso
 from tests.servers import gunicorn_server
 from tests.test_concurrency import (

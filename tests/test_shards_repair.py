@@ -15,7 +15,7 @@ from redis.crc import key_slot
 from seckill.config import Settings
 from seckill.store.audit.reconcile import reconcile
 from seckill.store.plumbing.keys import KeySpace
-from seckill.store.plumbing.shards import part_tags
+from seckill.store.plumbing.parts import part_tags
 from tests.cluster_faults import cluster_env, frozen, gateway_app, private_cluster
 from tests.conftest import (
     BOTH_BACKENDS,

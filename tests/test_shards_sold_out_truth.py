@@ -20,8 +20,8 @@ from typing import Any
 import redis
 
 from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.parts import home_part, part_tags
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.plumbing.shards import home_part, part_tags
 from tests.conftest import ADMIN, BOTH_BACKENDS, expect, user_headers
 
 pytestmark = BOTH_BACKENDS

@@ -18,7 +18,7 @@ import redis
 from seckill.domain.activities import Activity
 from seckill.domain.clock import now_ms
 from seckill.store.plumbing.keys import KeySpace
-from seckill.store.plumbing.shards import part_tags
+from seckill.store.plumbing.parts import part_tags
 from tests.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.conftest import ADMIN, buy, expect
 

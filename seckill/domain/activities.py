@@ -81,7 +81,7 @@ class Activity:
     amount: int | None = None
     seed: int | None = dataclasses.field(default=None, repr=False)
     # stock: the number of parts the stock is split into, each in its own hash slot
-    # (seckill/store/plumbing/shards.py); the activity's numbers are always the whole's.
+    # (seckill/store/plumbing/parts.py); the activity's numbers are always the whole's.
     shards: int = 1
     # Seconds a buyer has to pay after a purchase (0: a purchase is final). An order unpaid
     # at its pay_by expires and its units go back on sale (seckill/store/sale/payments.py).

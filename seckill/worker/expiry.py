@@ -18,8 +18,8 @@ import redis
 from seckill.sql.book import OrderBook
 from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.parts import part_tags
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.plumbing.shards import part_tags
 from seckill.store.plumbing.storage import RefusalNotice, refuses_writes
 from seckill.store.sale.recovery import Restorer
 from seckill.worker.stop import StopFlag

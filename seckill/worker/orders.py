@@ -31,8 +31,8 @@ from seckill.domain.orders import OrderRow
 from seckill.sql.book import OrderBook
 from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace, hash_tag
+from seckill.store.plumbing.parts import activity_of_tag, part_tags
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.plumbing.shards import activity_of_tag, part_tags
 from seckill.store.plumbing.storage import RefusalNotice, refuses_writes
 from seckill.worker import groups, replicas, streams
 from seckill.worker.deferred import Deferred, Held

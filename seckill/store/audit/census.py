@@ -27,7 +27,7 @@ from seckill.domain.clock import now_ms
 from seckill.metrics import Latest
 from seckill.store.plumbing.connection import Client, address_of, is_cluster_client, masters
 from seckill.store.plumbing.keys import KeySpace
-from seckill.store.plumbing.shards import part_tags
+from seckill.store.plumbing.parts import part_tags
 from seckill.store.plumbing.storage import refuses_writes
 from seckill.store.sale.controls import SaleControls
 from seckill.store.sale.payments import Payments

@@ -32,7 +32,7 @@ from seckill.domain.orders import (
 )
 from seckill.store.audit.told import orders_in_flight, told_by_redis
 from seckill.store.plumbing.connection import Client
-from seckill.store.plumbing.shards import part_tags
+from seckill.store.plumbing.parts import part_tags
 from seckill.store.sale.activities import PART_FIELDS
 from seckill.store.sale.recovery import LOCK_TTL_MS, ORDERS_GROUP, Restorer, rebuild_parts
 

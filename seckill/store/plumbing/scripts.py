@@ -66,7 +66,7 @@ class Scripts:
         self.lever: Script = client.register_script(lua_source("lever"))
         self.lever_recorded: Script = client.register_script(lua_source("lever_recorded"))
         self.rate_limit: Script = client.register_script(lua_source("rate_limit"))
-        # Sharded stock (seckill/store/plumbing/shards.py): borrowing between parts, and its
+        # Sharded stock (seckill/store/plumbing/parts.py): borrowing between parts, and its
         # repairs.
         self.lend: Script = client.register_script(lua_source("lend"))
         self.settle: Script = client.register_script(lua_source("settle"))

@@ -11,8 +11,8 @@ from seckill.domain.activities import PACKETS, Activity
 from seckill.domain.clock import now_ms
 from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.parts import part_tags, split_units
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.plumbing.shards import part_tags, split_units
 from seckill.store.sale.meta import activity_from_meta, meta_fields, part_fields
 
 # What each part of a sharded activity adds to the whole: the activity's total is the sum of

@@ -21,7 +21,7 @@ from seckill.domain.activities import Activity
 from seckill.domain.clock import iso_from_ms, now_ms
 from seckill.sql.book import OrderBook
 from seckill.store.plumbing.connection import unavailable
-from seckill.store.plumbing.shards import part_tags
+from seckill.store.plumbing.parts import part_tags
 from seckill.store.sale.activities import ActivityStore
 from seckill.store.sale.levers import ENDS, PAUSED, LeverRecords
 from seckill.store.sale.meta import activity_from_meta

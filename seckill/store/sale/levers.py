@@ -27,8 +27,8 @@ from seckill.sql.book import OrderBook
 from seckill.sql.engine import database_unavailable
 from seckill.store.plumbing.connection import Client, unavailable
 from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.parts import part_tags
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.plumbing.shards import part_tags
 
 log = logging.getLogger(__name__)
 

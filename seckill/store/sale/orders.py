@@ -15,11 +15,11 @@ from seckill.domain.orders import CANCELLED, OrderStatus, activity_of_order
 from seckill.domain.variants import decode_items
 from seckill.sql.book import OrderBook
 from seckill.store.plumbing.connection import Client, unavailable
-from seckill.store.plumbing.durable import DurableRunner
 from seckill.store.plumbing.keys import KeySpace, split_buyer_entry
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.sale.parts import Parts
-from seckill.store.sale.sharded import ShardedPurchases, numbers
+from seckill.store.plumbing.writes import DurableRunner
+from seckill.store.sale.borrowing import ShardedPurchases, numbers
+from seckill.store.sale.part_counts import Parts
 
 log = logging.getLogger(__name__)
 

@@ -38,11 +38,11 @@ from seckill.domain.orders import (
 )
 from seckill.sql.book import OrderBook
 from seckill.store.plumbing.connection import Client, unavailable
-from seckill.store.plumbing.durable import DurableRunner
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
+from seckill.store.plumbing.writes import DurableRunner
 from seckill.store.sale.orders import Orders
-from seckill.store.sale.parts import Parts
+from seckill.store.sale.part_counts import Parts
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ from seckill.domain.activities import Activity
 from seckill.domain.admission import QueueView
 from seckill.domain.clock import iso_from_ms
 from seckill.store.plumbing.connection import Client, ScriptWire, unavailable
-from seckill.store.plumbing.durable import FollowUp
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
+from seckill.store.plumbing.writes import FollowUp
 from seckill.store.sale.recovery import Restorer
 
 log = logging.getLogger(__name__)

@@ -33,8 +33,8 @@ from seckill.domain.variants import encode_items, with_sold
 from seckill.sql.book import OrderBook
 from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import CONFIRMED_SUFFIX, KeySpace
+from seckill.store.plumbing.parts import part_tags
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.plumbing.shards import part_tags
 from seckill.store.sale.activities import PART_FIELDS, ActivityStore
 from seckill.store.sale.meta import meta_fields, part_fields, set_field
 

@@ -13,12 +13,12 @@ from seckill.domain import errors
 from seckill.domain.activities import MAX_TOTAL
 from seckill.sql.book import OrderBook
 from seckill.store.plumbing.connection import Client, unavailable
-from seckill.store.plumbing.durable import DurableRunner
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
+from seckill.store.plumbing.writes import DurableRunner
+from seckill.store.sale.borrowing import ShardedPurchases, numbers, restock_refusal
 from seckill.store.sale.levers import LeverRecords
-from seckill.store.sale.parts import Parts
-from seckill.store.sale.sharded import ShardedPurchases, numbers, restock_refusal
+from seckill.store.sale.part_counts import Parts
 
 log = logging.getLogger(__name__)
 

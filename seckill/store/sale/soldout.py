@@ -27,7 +27,7 @@ from seckill.domain.activities import units_in_parts
 from seckill.domain.variants import Items
 from seckill.store.plumbing.connection import Client, background_client, close_client
 from seckill.store.plumbing.keys import KeySpace, split_buyer_entry
-from seckill.store.plumbing.shards import part_tags
+from seckill.store.plumbing.parts import part_tags
 from seckill.store.sale.variant_flags import VariantFlags
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ timeout, pool exhausted), the purchase answers 503 ``unavailable``. The decision
 have been taken; the client resolves it with ``GET /seckill/<aid>/order``. The purchase is never
 retried here: a retried EVALSHA is a second purchase attempt. (The two exceptions are safe by
 construction: NOSCRIPT means the script did not run; ``uninitialized`` means it changed
-nothing.) How a script is run, durably: ``seckill.store.plumbing.durable``.
+nothing.) How a script is run, durably: ``seckill.store.plumbing.writes``.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from seckill.domain.clock import iso_from_ms
 from seckill.domain.orders import Purchase
 from seckill.domain.people import script_buyer
 from seckill.domain.variants import Items, encode_items
-from seckill.store.plumbing.durable import LOST, DurableRunner, FollowUp
 from seckill.store.plumbing.keys import KeySpace, split_buyer_entry
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.sale.sharded import INCONSISTENT, ShardedPurchases
+from seckill.store.plumbing.writes import LOST, DurableRunner, FollowUp
+from seckill.store.sale.borrowing import INCONSISTENT, ShardedPurchases
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class Purchases:
         (``lua/grab.lua``). ``kind`` is what the caller's copy of the activity says; each script
         checks it, and a copy that was wrong costs one more round trip, never a wrong sale.
         ``shards`` (fixed at creation): a sharded activity buys on the buyer's home part
-        (``seckill.store.sale.sharded``); ``remaining`` is then that part's, not the whole's.
+        (``seckill.store.sale.borrowing``); ``remaining`` is then that part's, not the whole's.
         ``window`` (a payment window, seconds; fixed at creation): the scripts get its keys,
         and the order is held until paid (``seckill.store.sale.payments``). ``buyer``: who
         buys, when not ``uid`` (a person-limited activity's person key, seckill/domain/

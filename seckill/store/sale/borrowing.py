@@ -1,6 +1,6 @@
 """A purchase on a sharded activity: at home in one round trip, or borrowing from the parts.
 
-A buyer's purchase runs on their home part (``seckill.store.plumbing.shards.home_part``), where
+A buyer's purchase runs on their home part (``seckill.store.plumbing.parts.home_part``), where
 their order or claim is recorded: one purchase per user needs no cross-part step. When the home
 part has too few units it holds what it has in a claim and answers "borrow"; the other parts
 are asked in turn (``lua/lend.lua``, the fullest this process knows of first) until the claim
@@ -28,8 +28,8 @@ from seckill.domain.activities import MAX_TOTAL, counters_disagree, units_in_par
 from seckill.domain.people import script_buyer
 from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace
+from seckill.store.plumbing.parts import home_part, part_tags, split_units
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.plumbing.shards import home_part, part_tags, split_units
 from seckill.store.sale.activities import PART_FIELDS
 
 log = logging.getLogger(__name__)

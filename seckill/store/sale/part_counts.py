@@ -10,7 +10,7 @@ import redis
 from seckill.sql.book import OrderBook
 from seckill.store.plumbing.connection import Client, unavailable
 from seckill.store.plumbing.keys import KeySpace
-from seckill.store.plumbing.shards import home_part, part_tags
+from seckill.store.plumbing.parts import home_part, part_tags
 from seckill.store.sale.recovery import part_of_order
 
 
