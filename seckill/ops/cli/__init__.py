@@ -7,6 +7,10 @@ use and how its failures read: :mod:`.store`.
 
 Exit codes: 0 done; 1 the operation failed (Redis unreachable, activity exists, a child kept
 crashing); 2 bad input or configuration, with one line ``seckill: <message>`` and no traceback.
+
+A command imports what only it needs (the operator layer, the store's services, the drill,
+Flask) inside its function, in every module of this wing: the parser, ``--help``, ``seckill
+token`` and a mistyped command answer without loading them.
 """
 
 from __future__ import annotations
