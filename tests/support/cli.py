@@ -135,13 +135,17 @@ def _stdin_empty() -> Iterator[None]:
         sys.stdin = saved
 
 
+OWN_LOGGERS = ("seckill", "edge")
+
+
 @contextlib.contextmanager
 def _logging_as_in_a_fresh_process(stderr: io.StringIO) -> Iterator[None]:
     """The root logger as a fresh process has it: no handler of its own, so a record of
     WARNING or above is written, its message alone, on standard error (what
     ``logging.lastResort`` does; here into ``stderr``), at the root's default level. Every
     logger's handlers, level and flags are put back afterwards, and a handler the command
-    added to a logger made meanwhile is removed (``seckill aof repair`` adds one)."""
+    added to a logger made meanwhile is removed (``seckill aof repair`` adds one). The
+    project's own loggers start as in a fresh process too, whatever this one set before."""
     manager = logging.Logger.manager
     saved = {
         name: (list(found.handlers), found.level, found.propagate, found.disabled)
@@ -154,6 +158,13 @@ def _logging_as_in_a_fresh_process(stderr: io.StringIO) -> Iterator[None]:
     last_resort.setLevel(logging.WARNING)
     root.handlers[:] = [last_resort]
     root.setLevel(logging.WARNING)
+    # Our own loggers as a fresh process has them: an app made earlier in this process sets
+    # "seckill" to INFO (seckill.web.app), and its children would then say INFO too.
+    for name, found in manager.loggerDict.items():
+        if isinstance(found, logging.Logger) and name.split(".")[0] in OWN_LOGGERS:
+            found.handlers[:] = []
+            found.setLevel(logging.NOTSET)
+            found.propagate, found.disabled = True, False
     logging.disable(logging.NOTSET)
     try:
         yield
