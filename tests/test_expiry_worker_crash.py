@@ -41,6 +41,7 @@ from tests.faults import (
     wait_until,
     worker_process,
 )
+from tests.support.processes import stopped
 from tests.test_orders_worker import buy_ok, stream_key
 
 pytestmark = pytest.mark.database
@@ -205,7 +206,7 @@ def test_the_real_worker_killed_9_with_a_purchase_in_hand_then_the_holds_expire(
         wait_until(lambda: rds.exists(stream) and rds.xinfo_consumers(stream, GROUP), 30,
                    what="the first worker reading the stream")
         for _ in range(200):  # freeze it where it waits in XREADGROUP (bounded retries)
-            first.send_signal(signal.SIGSTOP)
+            stopped(first)
             if blocked_reads(rds) == 1:
                 break
             first.send_signal(signal.SIGCONT)

@@ -39,6 +39,7 @@ from tests.faults import (
     wait_until,
     worker_process,
 )
+from tests.support.processes import freeze_where
 
 pytestmark = [BOTH_BACKENDS, pytest.mark.database]
 
@@ -211,15 +212,10 @@ def test_kill_9_mid_batch_then_a_new_worker_stores_every_order_once(
 
             # Freeze the worker where the state is mid-batch (some stored, some delivered and
             # not acknowledged), then kill it: the kill lands there, however fast the database.
-            for _ in range(500):
-                wait_until(mid_batch, 30, interval=0.002, what="the first batches stored")
-                first.send_signal(signal.SIGSTOP)
-                try:
-                    if mid_batch():
-                        break
-                except sa.exc.OperationalError:
-                    pass  # frozen inside its commit: SQLite is locked; not this moment
-                first.send_signal(signal.SIGCONT)
+            # (Frozen inside its commit, SQLite is locked: not this moment.)
+            freeze_where(first, mid_batch, lambda: wait_until(
+                mid_batch, 30, interval=0.002, what="the first batches stored"),
+                "mid-batch", not_there=(sa.exc.OperationalError,))
             first.send_signal(signal.SIGKILL)
             first.wait(10)
         finally:

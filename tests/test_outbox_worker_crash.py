@@ -31,6 +31,7 @@ from tests.faults import (
     wait_until,
     worker_process,
 )
+from tests.support.processes import freeze_where
 
 pytestmark = pytest.mark.database
 
@@ -66,15 +67,11 @@ def test_kill_9_mid_batch_leaves_events_matching_the_rows(
                 return (0 < counter(full) + counter(other) < sold + mixed
                         and sum(pending(rds, s) for s in streams) > 0)
 
-            for _ in range(500):  # freeze it mid-batch (stored, not acknowledged), then kill
-                wait_until(mid_batch, 30, interval=0.002, what="the first batches stored")
-                first.send_signal(signal.SIGSTOP)
-                try:
-                    if mid_batch():
-                        break
-                except sa.exc.OperationalError:
-                    pass  # frozen inside its commit: SQLite is locked; not this moment
-                first.send_signal(signal.SIGCONT)
+            # Frozen mid-batch (stored, not acknowledged), then killed; frozen inside its
+            # commit, SQLite is locked: not this moment.
+            freeze_where(first, mid_batch, lambda: wait_until(
+                mid_batch, 30, interval=0.002, what="the first batches stored"),
+                "mid-batch", not_there=(sa.exc.OperationalError,))
             first.send_signal(signal.SIGKILL)
             first.wait(10)
         finally:

@@ -36,6 +36,7 @@ from tests.faults import (
     wait_until,
     worker_process,
 )
+from tests.support.processes import freeze_where
 
 pytestmark = pytest.mark.database
 
@@ -79,13 +80,8 @@ def check_every_hold_expired_once(rds: redis.Redis, keys: KeySpace, aid: str,
 def freeze_mid(process: subprocess.Popen[bytes], mid: Callable[[], bool]) -> None:
     """SIGSTOP ``process`` at a moment ``mid()`` holds, and leave it frozen there (then the
     kill lands exactly there, however fast the work)."""
-    for _ in range(500):
-        wait_until(mid, 30, interval=0.001, what="the expiry under way")
-        process.send_signal(signal.SIGSTOP)
-        if mid():
-            return
-        process.send_signal(signal.SIGCONT)
-    raise AssertionError("never frozen mid-expiry")
+    freeze_where(process, mid, lambda: wait_until(mid, 30, interval=0.001,
+                                                  what="the expiry under way"), "mid-expiry")
 
 
 @BOTH_BACKENDS
