@@ -20,6 +20,7 @@
 --   {"superseded"}                     the claim was taken over (or released) meanwhile
 --   {"expired", ms}                    past the purchase's deadline by ms: nothing sold, the
 --                                      claim's units back in this part's stock
+--   {"ended"}                          the sale ended meanwhile: the same
 --   {"expired"}                        the claim is older than SETTLE_LIMIT_MS: nothing
 --                                      changes (a transfer left in transit is delivered by
 --                                      `seckill reconcile --repair`, never twice)
@@ -34,8 +35,8 @@ local SETTLE_LIMIT_MS = 60000
 -- @include receive_units
 -- @include payment_hold
 
-local remaining, shards, payment_window = unpack(redis.call('HMGET', KEYS[1], 'remaining',
-  'shards', 'payment_window'))
+local remaining, shards, payment_window, ends_ms = unpack(redis.call('HMGET', KEYS[1],
+  'remaining', 'shards', 'payment_window', 'ends_ms'))
 if not remaining then
   return {'uninitialized'}
 end
@@ -72,6 +73,11 @@ local deadline_ms = tonumber(ARGV[5]) or 0
 if deadline_ms > 0 and now_ms > deadline_ms then
   redis.call('HINCRBY', KEYS[1], 'remaining', held)
   return {'expired', now_ms - deadline_ms}
+end
+-- Ended while the units were borrowed (the operator's end): no order after the end.
+if ends_ms and now_ms >= tonumber(ends_ms) then
+  redis.call('HINCRBY', KEYS[1], 'remaining', held)
+  return {'ended'}
 end
 if remaining + held < qty then
   remaining = redis.call('HINCRBY', KEYS[1], 'remaining', held)

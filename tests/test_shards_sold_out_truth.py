@@ -121,3 +121,28 @@ def test_a_crowd_mixing_one_unit_and_oversized_buyers_sells_every_unit(
     assert all("ok" not in outcomes[uid] for uid in greedy), outcomes
     stats = _stats(client, aid)
     assert (stats["sold"], stats["remaining"]) == (units, 0), stats
+
+
+def test_a_borrow_that_settles_after_the_end_sells_nothing(
+        client: Any, rds: redis.Redis, make_activity: Callable[..., dict[str, Any]],
+        prefix: str) -> None:
+    """A purchase that borrowed before the operator's end and settles after it: no order
+    after the answered end; the claim's units go back to its part's stock."""
+    aid = make_activity(total=4, shards=2, per_user_limit=5)["id"]
+    keys, scripts = KeySpace(prefix), Scripts(rds)
+    tags = part_tags(aid, 2)
+    buyer = _uid_at(0, 2, "late")
+    borrow = scripts.purchase(keys=keys.part_keys(tags[0]), args=[buyer, 3, aid, 0])
+    assert borrow[0] == "borrow", borrow
+    lent = scripts.lend(keys=[keys.meta(tags[1]), keys.transfers(tags[1])],
+                        args=[borrow[1], 1, tags[0], buyer])
+    assert lent[:2] == ["lent", 1], lent
+    ended = expect(client.post(f"/admin/activities/{aid}/end", headers=ADMIN), 200)
+    assert ended["state"] == "ended", ended
+    time.sleep(0.005)  # Redis's clock past the end it answered
+    settled = scripts.settle(keys=keys.settle_keys(tags[0]),
+                             args=[buyer, 3, aid, borrow[1], 0, 1, 1])
+    assert settled == ["ended"], settled
+    assert not rds.hget(keys.part_keys(tags[0])[1], buyer)  # no buyer recorded
+    numbers = _stats(client, aid)
+    assert (numbers["sold"], numbers["remaining"]) == (0, 4), numbers
