@@ -213,9 +213,8 @@ def test_kill_9_mid_batch_then_a_new_worker_stores_every_order_once(
             # Freeze the worker where the state is mid-batch (some stored, some delivered and
             # not acknowledged), then kill it: the kill lands there, however fast the database.
             # (Frozen inside its commit, SQLite is locked: not this moment.)
-            freeze_where(first, mid_batch, lambda: wait_until(
-                mid_batch, 30, interval=0.002, what="the first batches stored"),
-                "mid-batch", not_there=(sa.exc.OperationalError,))
+            freeze_where(first, mid_batch, "mid-batch (the first batches stored)",
+                         not_there=(sa.exc.OperationalError,))
             first.send_signal(signal.SIGKILL)
             first.wait(10)
         finally:

@@ -69,9 +69,8 @@ def test_kill_9_mid_batch_leaves_events_matching_the_rows(
 
             # Frozen mid-batch (stored, not acknowledged), then killed; frozen inside its
             # commit, SQLite is locked: not this moment.
-            freeze_where(first, mid_batch, lambda: wait_until(
-                mid_batch, 30, interval=0.002, what="the first batches stored"),
-                "mid-batch", not_there=(sa.exc.OperationalError,))
+            freeze_where(first, mid_batch, "mid-batch (the first batches stored)",
+                         not_there=(sa.exc.OperationalError,))
             first.send_signal(signal.SIGKILL)
             first.wait(10)
         finally:

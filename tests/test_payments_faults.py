@@ -80,8 +80,7 @@ def check_every_hold_expired_once(rds: redis.Redis, keys: KeySpace, aid: str,
 def freeze_mid(process: subprocess.Popen[bytes], mid: Callable[[], bool]) -> None:
     """SIGSTOP ``process`` at a moment ``mid()`` holds, and leave it frozen there (then the
     kill lands exactly there, however fast the work)."""
-    freeze_where(process, mid, lambda: wait_until(mid, 30, interval=0.001,
-                                                  what="the expiry under way"), "mid-expiry")
+    freeze_where(process, mid, "mid-expiry", interval=0.001)
 
 
 @BOTH_BACKENDS

@@ -8,6 +8,8 @@ import subprocess
 import time
 from collections.abc import Callable
 
+from tests.faults import wait_until
+
 
 def stopped(process: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
     """SIGSTOP ``process`` and return once the kernel has stopped every thread of it. The
@@ -40,15 +42,15 @@ def all_threads_stopped(pid: int) -> bool:
     return True
 
 
-def freeze_where(process: subprocess.Popen[bytes], holds: Callable[[], bool],
-                 wait: Callable[[], None], what: str, tries: int = 500,
+def freeze_where(process: subprocess.Popen[bytes], holds: Callable[[], bool], what: str,
+                 interval: float = 0.002, tries: int = 500,
                  not_there: tuple[type[Exception], ...] = ()) -> None:
     """Leave ``process`` frozen (SIGSTOP) at a moment ``holds()`` is true of the frozen state:
-    ``wait()`` until it looks so, stop it, check again, else let it run and try again. One of
-    ``not_there`` raised by ``holds()`` (a database the frozen process holds locked) counts
-    as not that moment. AssertionError naming ``what`` if no try lands there."""
+    wait until it looks so, stop it, check again, else let it run and try again. One of
+    ``not_there`` raised by ``holds()`` once frozen (a database the frozen process holds
+    locked) counts as not that moment. AssertionError naming ``what`` if no try lands there."""
     for _ in range(tries):
-        wait()
+        wait_until(holds, 30, interval=interval, what=what)
         stopped(process)
         try:
             if holds():
