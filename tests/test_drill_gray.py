@@ -32,8 +32,9 @@ from seckill.ops.stack.ports import free_listen_port
 
 
 def buy(at: float, status: int, error: str = "", detail: str = "", aid: str = "a",
-        uid: str = "u") -> Record:
-    return Record(at, "x", "buy", status, error, uid, aid, detail=detail)
+        uid: str = "u", answered: float | None = None) -> Record:
+    return Record(at, "x", "buy", status, error, uid, aid, detail=detail,
+                  answered=at + 0.01 if answered is None else answered)
 
 
 def url(at: float, status: int, error: str = "") -> Record:
@@ -129,6 +130,17 @@ def test_a_full_disk_must_refuse_503_storage_and_recover() -> None:
                                                    "durability")]).ok is True
     assert disk_full_refuses([full(resumed=None)], during).ok is False
     assert disk_full_refuses([full(gave_up=True)], during).ok is False
+    # Sent while full, answered once the disk had room again: the replica the disk stopped is
+    # still restarting, and nothing is full to blame; refused before anything was decided.
+    for kind in ("no_replica", "NotSent", "ClusterDownError"):
+        late = buy(17.9, 503, "unavailable", kind, answered=18.2)
+        assert disk_full_refuses([full()], [*during, late]).ok is True
+        assert disk_full_refuses([full()], [*during, buy(17.9, 503, "unavailable", kind,
+                                                       answered=17.95)]).ok is False
+    assert disk_full_refuses([full()], [*during, buy(17.9, 500, "internal",
+                                                   answered=18.2)]).ok is False
+    assert disk_full_refuses([full()], [*during, buy(17.9, 0, "timeout",
+                                                   answered=18.2)]).ok is False
     not_run = Window("disk-full", 1.0, 1.0, not_run="not root")
     skipped = disk_full_refuses([not_run], during)
     assert skipped.ok is None and "not root" in skipped.detail

@@ -51,6 +51,7 @@ class Record:
     person: str = ""  # the person behind the account (their token's person claim), if any
     items: str = ""  # a purchase answered 200 on an activity with variants: "s:1,m:1"
     detail: str = ""  # an error body's "detail" (503 unavailable: expired, storage, ...)
+    answered: float = 0.0  # seconds since the drill's start when the answer (or none) came
 
     def unknown_outcome(self) -> bool:
         """A purchase whose outcome the answer does not tell: no answer, or a 5xx but
@@ -281,7 +282,7 @@ class Crowd:
         elif answer is not None and status >= 300:
             detail = str(answer.get("detail") or "")[:40]
         record = Record(round(at, 3), phase, endpoint, status, error, buyer.uid, buyer.aid,
-                        order_id, units, buyer.person, items, detail)
+                        order_id, units, buyer.person, items, detail, round(self.now(), 3))
         self.records.append(record)
         if record.unknown_outcome() and self.asker is not None:
             self.asker.ask(buyer.aid, buyer.uid, self.tokens[buyer.uid])

@@ -45,6 +45,9 @@ RESUME_BOUND_S = 30.0  # sales resume this soon after the disk has room again
 FOLLOW_S = 1.0  # every process follows a new master within node timeout + this of the failover
 # What a purchase may meet on a cluster whose nodes share a full disk (disk_full_refuses).
 CLUSTER_DISK_ANSWERS = frozenset({"ConnectionError", "NotSent", "ClusterDownError"})
+# Refusals before anything was decided that a gateway says "storage" only while its disk is
+# full: answered once it had room again, they are the truth (a node still restarting).
+UNDECIDED_ANSWERS = frozenset({"no_replica", "NotSent", "ClusterDownError"})
 LEVER_GAP_S = 2.0  # pause, then resume this later, then end this later again
 
 
@@ -437,14 +440,20 @@ def disk_full_refuses(windows: list[Window], records: list[Record]) -> Invariant
     # gateway says storage while its data folder is full) or loses its reply to a node that
     # stopped (an unknown outcome, said as such): the unknown-outcome and stored-order
     # invariants hold those to account; this one counts them.
+    # A purchase sent while full but answered once space had returned may hear the node the
+    # disk stopped is still restarting (no_replica, ...): true, and nothing was decided.
     lost_ok = bool(window.info.get("cluster"))
-    lost = [r for r in during if lost_ok and r.detail in CLUSTER_DISK_ANSWERS]
+    lost = [r for r in during if (lost_ok and r.detail in CLUSTER_DISK_ANSWERS)
+            or (r.answered >= window.end and r.detail in UNDECIDED_ANSWERS)]
     wrong = [r for r in during if r.detail != "durability" and r not in lost and (
         _bad_answer(r) or (r.status >= 500 and r.status != 503)
         or (r.status == 503 and r.error == "unavailable" and r.detail != "storage"))]
     bad = [f"{len(wrong)} of {len(during)} purchases during it got "
            + ", ".join(sorted({f'{r.status} {r.error} {r.detail}'.strip()
-                               for r in wrong})[:3])] if wrong else []
+                               for r in wrong})[:3])
+           # when, so that a race with the fault's edges can be told from a wrong answer
+           + f" (the first sent {wrong[0].at - window.start:+.2f} s into the fault, answered "
+             f"{wrong[0].answered - window.end:+.2f} s from its end)"] if wrong else []
     if window.info.get("gave_up") or window.info.get("running") is False:
         bad.append("the supervisor gave up")
     resumed = window.info.get("resumed_after")
