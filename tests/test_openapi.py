@@ -172,3 +172,35 @@ def test_the_answer_checker_takes_a_nul_query_400_anywhere_and_nothing_else_undo
     other = json.dumps({"error": "forbidden", "message": "no"}).encode()
     with pytest.raises(ContractViolation, match="expected error 'bad_request', got 'forbidden'"):
         check_response("GET", "/seckill/time", 400, json_type, other, query="x=%00")
+
+
+def _new_activity_errors(body: dict[str, Any]) -> list[str]:
+    """The document's complaints about ``body`` as a new activity (any kind)."""
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+
+    base = "urn:seckill:openapi"
+    whole: Resource[Any] = Resource.from_contents(document(), default_specification=DRAFT202012)
+    name = "NewPacketsActivity" if body.get("kind") == "packets" else "NewStockActivity"
+    validator = Draft202012Validator({"$ref": f"{base}#/components/schemas/{name}"},
+                                     registry=Registry().with_resource(base, whole))
+    return [error.message for error in validator.iter_errors(body)]
+
+
+@pytest.mark.parametrize("kind", ["stock", "packets"])
+def test_the_document_refuses_what_only_a_queue_or_draw_may_have(kind: str) -> None:
+    """``queue_opens_at`` and ``challenge: true`` need a queue or draw admission: the gateway
+    answers 400 without one, so the document says the body is invalid too (schemathesis
+    would otherwise call the 400 a schema-valid request rejected)."""
+    body: dict[str, Any] = {"id": "a1", "name": "A", "starts_at": "2030-01-01T10:00:00Z",
+                            "ends_at": "2030-01-01T11:00:00Z"}
+    body |= ({"kind": "packets", "amount": 100, "count": 10} if kind == "packets"
+             else {"total": 10})
+    assert _new_activity_errors(body) == []
+    assert _new_activity_errors(body | {"challenge": False}) == []
+    assert _new_activity_errors(body | {"challenge": True}) != []
+    assert _new_activity_errors(body | {"admission": "first_come", "challenge": True}) != []
+    queued = body | {"admission": "queue", "queue_opens_at": "2030-01-01T09:00:00Z"}
+    assert _new_activity_errors(queued | {"challenge": True}) == []
+    assert _new_activity_errors(body | {"queue_opens_at": "2030-01-01T09:00:00Z"}) != []
