@@ -1,16 +1,35 @@
-"""The database side of orders and activities (SQLAlchemy Core).
+"""The database side of orders and activities (SQLAlchemy Core), and the events its
+transactions write.
 
 Writes are idempotent: an order is inserted with ``ON CONFLICT DO NOTHING`` on its id and on
 the one-live-order-per-buyer index, so a redelivered stream entry never creates a second
 order; a cancellation is an UPDATE that only moves ``confirmed`` to ``cancelled``, a payment
-one that only moves ``due`` to ``paid``. An update may arrive before its order (the purchase
-entry left pending by a killed worker, reclaimed later): the book says so, and the worker
-keeps the update until the order is stored (``seckill.worker.orders``).
+one that only moves ``due`` to ``paid`` (:func:`update_of`): a repeat matches no row, and
+RETURNING tells the one transaction that changed the row, which writes its event. An update
+may arrive before its order (the purchase entry left pending by a killed worker, reclaimed
+later): the book says so, and the worker keeps the update until the order is stored
+(``seckill.worker.orders``).
 
-Every change writes its event to the outbox in its own transaction
-(``seckill/sql/order_changes.py``, ``order_events.py``): order.created for each row actually
-inserted, order.paid, order.expired or order.cancelled for each UPDATE that changed a row
-(RETURNING says which), activity.sold_out when the stored orders reach the total.
+Every change writes its events to the outbox (``seckill/sql/outbox.py``) in its own
+transaction, one per change: order.created for each row actually inserted, order.paid,
+order.expired or order.cancelled for each UPDATE that changed a row, activity.sold_out when
+the stored orders reach the total. In a worker's batch (:meth:`OrderBook.store`) an update of
+an order in the batch itself is folded into the row about to be inserted (:meth:`Batch.fold`):
+the row goes in in its final state, and, if the insert actually stores it (:func:`insert_rows`
+says which), its events are its order.created as it was decided, then each change in stream
+order (:meth:`Batch.events`).
+
+``activity.sold_out`` is written by the transaction whose stored confirmed orders reach the
+activity's total, when the activity's ``sold_out_ms`` says it was below it until then; a
+transaction that takes the count below the total clears it. The count (``sold_units``) is
+kept by the same transactions, one conditional UPDATE each, which locks the activity's row
+(PostgreSQL; SQLite has one writer): concurrent writers add up, none misses a sell-out, none
+sends it twice, and no batch re-counts the orders (:func:`sold_out_events`). A rehearsal's
+activity writes nothing (:class:`Rehearsals`).
+
+What an order's event says (its data, and the outbox row's layout of it) is
+``seckill/sql/order_events.py``: the outbox reads it back too, and this module imports the
+outbox.
 """
 
 from __future__ import annotations
@@ -18,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -29,25 +48,29 @@ from seckill.domain.activities import PACKETS, Activity
 from seckill.domain.admission import FIRST_COME
 from seckill.domain.clock import now_ms
 from seckill.domain.entries import Cancel, Paid
-from seckill.domain.events import ORDER_CANCELLED, Event, order_event
+from seckill.domain.events import (
+    ACTIVITY_SOLD_OUT,
+    ORDER_CANCELLED,
+    ORDER_CREATED,
+    ORDER_EXPIRED,
+    ORDER_PAID,
+    Event,
+    activity_subject,
+    order_event,
+)
 from seckill.domain.orders import (
     CANCELLED,
     CONFIRMED,
     DUE,
+    EXPIRED,
+    PAID,
     OrderRow,
     StoredOrder,
 )
 from seckill.domain.people import BY_USER
 from seckill.domain.product import Product
 from seckill.domain.variants import Items, Variant, items_body, items_from_body
-from seckill.sql.order_changes import Batch, insert_rows, kind_of, update_of
-from seckill.sql.order_events import (
-    ORDER_COLUMNS,
-    OrderChange,
-    Rehearsals,
-    order_data,
-    sold_out_events,
-)
+from seckill.sql.order_events import ORDER_COLUMNS, OrderChange, order_data
 from seckill.sql.outbox import add_events
 from seckill.sql.schema import activities, ensure_schema, orders, variants
 from seckill.sql.sealed_rows import DRAW_SEED, PACKET_SEED, PERSON_SALT, SealedColumn, check
@@ -429,6 +452,181 @@ class OrderBook:
             ).all()
         return [_stored(r) for r in rows]
 
+
+# -- a worker's batch: what it changes, and the events it writes ----------------------
+
+
+def kind_of(entry: Cancel | Paid) -> str:
+    """The event of the change an update makes."""
+    if isinstance(entry, Paid):
+        return ORDER_PAID
+    return ORDER_EXPIRED if entry.expired else ORDER_CANCELLED
+
+
+def update_of(entry: Cancel | Paid) -> Any:
+    """The UPDATE a cancellation or a payment makes; a repeat matches no row."""
+    if isinstance(entry, Paid):
+        return (orders.update()
+                .where(orders.c.order_id == entry.order_id, orders.c.payment == DUE)
+                .values(payment=PAID, payment_ref=entry.ref, paid_ms=entry.at_ms,
+                        paid_amount=entry.amount))
+    values: dict[str, Any] = {"status": CANCELLED, "cancelled_ms": entry.at_ms}
+    if entry.expired:
+        values["payment"] = EXPIRED
+    return (orders.update()
+            .where(orders.c.order_id == entry.order_id, orders.c.status == CONFIRMED)
+            .values(**values))
+
+
+def insert_rows(conn: sa.Connection, insert: Any, values: dict[str, dict[str, Any]]) -> list[str]:
+    """Insert a batch's rows (``values``: order id -> columns) with ``insert`` (which skips
+    the rows it cannot store); the ids of the ones actually inserted, in order. SQLite: the
+    plain executemany (RETURNING made SQLAlchemy fetch a row per order) and its count: all
+    of them (most batches), none, or else the rows that took the last rowids (one writer,
+    and a rowid table gives each new row the largest rowid + 1: the rows inserted now are
+    the last ``count``). Elsewhere: RETURNING."""
+    if conn.dialect.name != "sqlite":
+        return [r[0] for r in conn.execute(insert.returning(orders.c.order_id),
+                                           list(values.values()))]
+    count = conn.execute(insert, list(values.values())).rowcount
+    if count == len(values):
+        return list(values)
+    if count <= 0:
+        return []
+    return list(conn.execute(sa.text(
+        f"SELECT order_id FROM {orders.name} WHERE rowid > "
+        f"(SELECT max(rowid) FROM {orders.name}) - :count ORDER BY rowid"),
+        {"count": count}).scalars())
+
+
+def fold(row: dict[str, Any], entry: Cancel | Paid) -> bool:
+    """Apply a cancellation or a payment to a row about to be inserted, as :func:`update_of`
+    would once it is stored (the same conditions: a repeat changes nothing); whether it
+    changed the row."""
+    if isinstance(entry, Paid):
+        if row["payment"] != DUE:
+            return False
+        row.update(payment=PAID, payment_ref=entry.ref, paid_ms=entry.at_ms,
+                   paid_amount=entry.amount)
+        return True
+    if row["status"] != CONFIRMED:
+        return False
+    row.update(status=CANCELLED, cancelled_ms=entry.at_ms)
+    if entry.expired:
+        row["payment"] = EXPIRED
+    return True
+
+
+class Batch:
+    """The rows of a batch about to be inserted (order id -> column values), with the
+    updates folded into them; ``track``: keep what the events need (off for the bench)."""
+
+    def __init__(self, values: dict[str, dict[str, Any]], track: bool) -> None:
+        self.values = values
+        self._track = track
+        self._decided: dict[str, dict[str, Any]] = {}
+        self._folded: dict[str, list[tuple[str, int, dict[str, Any]]]] = {}
+
+    def fold(self, updates: Sequence[Cancel | Paid]) -> None:
+        """Fold the updates of the batch's own orders into their rows, in stream order."""
+        for update in updates:
+            row = self.values.get(update.order_id)
+            if row is None:
+                continue
+            before = dict(row) if self._track else row
+            if fold(row, update) and self._track:
+                self._decided.setdefault(update.order_id, before)
+                self._folded.setdefault(update.order_id, []).append(
+                    (kind_of(update), update.at_ms, dict(row)))
+
+    def events(
+        self, changed: Sequence[tuple[str, int, Mapping[Any, Any]]], inserted: Sequence[str]
+    ) -> tuple[list[OrderChange], dict[str, int]]:
+        """The events of a batch: the updates that changed stored rows (``changed``: kind,
+        when, the row after), then each inserted row's; and the confirmed units it changed
+        per activity (for the sell-outs). Each event holds its row (:class:`OrderChange`:
+        the outbox writes the row's values; no data dict is made per order)."""
+        events = [OrderChange(kind, row["activity_id"], row, at) for kind, at, row in changed]
+        units: dict[str, int] = {}
+        for _, _, row in changed:
+            if row["status"] == CANCELLED:
+                aid = row["activity_id"]
+                units[aid] = units.get(aid, 0) - int(row["quantity"])
+        values, decided, folded = self.values, self._decided, self._folded
+        add = events.append
+        for order_id in inserted:  # hundreds a batch: kept lean
+            row = values[order_id]
+            aid = row["activity_id"]
+            add(OrderChange(ORDER_CREATED, aid, decided.get(order_id, row) if decided else row,
+                            row["created_ms"]))
+            if folded and order_id in folded:
+                events.extend(OrderChange(kind, aid, after, at)
+                              for kind, at, after in folded[order_id])
+            if row["status"] == CONFIRMED:
+                units[aid] = units.get(aid, 0) + int(row["quantity"])
+        return events, units
+
+
+# -- sell-outs, and the rehearsals that write nothing ---------------------------------
+
+
+class Rehearsals:
+    """Which activities are rehearsals (they send nothing): read once per activity, as the
+    flag never changes after the activity is created."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, bool] = {}
+        self._lock = threading.Lock()
+
+    def real(self, conn: sa.Connection, aids: Iterable[str]) -> set[str]:
+        """The activities of ``aids`` that are not rehearsals (an activity the database does
+        not know counts as real, and is asked again next time)."""
+        wanted = set(aids)
+        missing = [a for a in wanted if a not in self._known]
+        if missing:
+            found = {r[0]: bool(r[1]) for r in conn.execute(
+                sa.select(activities.c.id, activities.c.rehearsal)
+                .where(activities.c.id.in_(missing)))}
+            with self._lock:
+                self._known.update(found)
+        return {a for a in wanted if not self._known.get(a, False)}
+
+
+# Built once: every worker batch runs it, and building it is a visible part of a batch.
+_COUNT = (activities.update().where(activities.c.id == sa.bindparam("aid"))
+          .values(sold_units=activities.c.sold_units + sa.bindparam("delta"))
+          .returning(activities.c.total, activities.c.sold_units, activities.c.sold_out_ms))
+
+
+def sold_out_events(conn: sa.Connection, deltas: Mapping[str, int], at_ms: int) -> list[Event]:
+    """After a change of the confirmed units of ``deltas``' activities (by these many; 0
+    after a change of their totals), in the same transaction: count them (``sold_units``)
+    and return the activity.sold_out of each activity whose count reached its total now,
+    keeping ``sold_out_ms`` in step. One UPDATE per activity, in id order, which takes its
+    row lock first (PostgreSQL; two writers lock in the same order): a concurrent writer
+    waits, then adds to the count this one left, so neither misses nor doubles a sell-out."""
+    found: list[Event] = []
+    for aid in sorted(deltas):
+        state = conn.execute(_COUNT, {"aid": aid, "delta": deltas[aid]}).first()
+        if state is None or state.total is None:
+            continue  # unknown, or unlimited: never sold out
+        sold = state.sold_units
+        if sold is None:  # not counted yet (an older database): count it, row locked
+            sold = conn.execute(
+                sa.select(sa.func.coalesce(sa.func.sum(orders.c.quantity), 0))
+                .where(orders.c.activity_id == aid, orders.c.status == CONFIRMED)).scalar_one()
+            conn.execute(activities.update().where(activities.c.id == aid)
+                         .values(sold_units=sold))
+        total, sold = int(state.total), int(sold)
+        if sold >= total and state.sold_out_ms is None:
+            conn.execute(activities.update().where(activities.c.id == aid)
+                         .values(sold_out_ms=at_ms))
+            found.append(Event(ACTIVITY_SOLD_OUT, activity_subject(aid), aid,
+                               {"activity": aid, "total": total, "sold": sold}, at_ms))
+        elif sold < total and state.sold_out_ms is not None:
+            conn.execute(activities.update().where(activities.c.id == aid)
+                         .values(sold_out_ms=None))
+    return found
 
 _STORED = (orders.c.order_id, orders.c.activity_id, orders.c.user_id, orders.c.quantity,
            orders.c.status, orders.c.amount, orders.c.payment, orders.c.pay_by,

@@ -64,7 +64,7 @@ activities = sa.Table(
     # Webhooks: the units of the stored confirmed orders, kept by the transactions
     # that change them (NULL: not counted yet, e.g. an older database: counted from the orders
     # at the next change); when they last reached the total (its activity.sold_out was written
-    # then), NULL while below it (seckill/sql/order_events.py): one event per sell-out.
+    # then), NULL while below it (seckill/sql/book.py): one event per sell-out.
     sa.Column("sold_units", sa.BigInteger, nullable=True),
     sa.Column("sold_out_ms", sa.BigInteger, nullable=True),
     # The version of the operator's lever that last set paused, ends_ms and total (NULL:
