@@ -1,14 +1,45 @@
 """The orders worker: every activity's order stream into the database, exactly once.
 
-Entries are read through one consumer group, stored in one transaction (idempotent inserts), and
-acknowledged only after the commit, in the same atomic step that marks the orders confirmed: a
-crash anywhere leaves them pending for a live consumer, a redelivered entry changes nothing in the
-database, and an acknowledged order is always marked; an update read before its order is kept
-pending until the order is stored (``seckill.worker.deferred``). An entry that cannot be an order
-is dead-lettered (``seckill.worker.letters``); a consumer that is gone is removed once its entries
-are reclaimed. Every command names one stream's keys, so it runs on a cluster too (how streams are
-read there: ``seckill.worker.streams``); an ended activity's drained stream is retired
-(:class:`~seckill.worker.streams.Retirement`). The loop and its failures: docs/internals.md.
+The loop: read new entries through one consumer group (``XREADGROUP``, waiting at most
+``block_ms``, so the stop flag is seen at least that often), store them in one transaction
+(idempotent inserts), then mark the buyers confirmed and ``XACK`` the entries in one script
+(``lua/confirm.lua``, keys in the activity's slot). Acknowledging only after the commit means a
+crash anywhere leaves the entries pending; ``XAUTOCLAIM`` hands the entries a dead consumer left
+pending to a live one, and a redelivered entry changes nothing in the database. The mark and the
+acknowledgement are one step because they used to be two: a crash between an ``XACK`` and the
+mark left orders stored but ``pending`` forever, since nothing retried the mark
+(``tests/test_order_marks.py`` cuts the connection right after the acknowledgement). An update
+read before its order is kept pending until the order is stored (``seckill.worker.deferred``).
+
+Every command names one stream's keys (one slot), so all of it runs on a cluster too: how the
+streams are read there, and how an ended activity's drained stream is retired and looked at
+again, is ``seckill.worker.streams``'s; trimming acknowledged entries (by id, never by length)
+and removing the consumers that are gone (once their entries are reclaimed) is
+``seckill.worker.groups``'s; with ``SECKILL_DURABILITY=replica`` nothing is stored that no
+replica of its master has (``seckill.worker.replicas``).
+
+What each failure does:
+
+* an entry that cannot be an order goes to its activity's dead-letter stream with the reason, is
+  acknowledged and counted (``seckill.worker.letters``); it never blocks the rest. An entry the
+  database rejects ``max_deliveries`` times goes the same way.
+* the database down: the batch stays pending, the worker retries with backoff and says so in
+  its log; nothing is read ahead, nothing is lost.
+* Redis away (one server down, a cluster node down, a failover under way: ``ConnectionError``,
+  ``TimeoutError``, ``CLUSTERDOWN``, ``TRYAGAIN``, a slot map that cannot be read yet), or
+  refusing writes for a full disk: the worker logs it, waits 1 s and reads again, first
+  re-reading its own pending entries (from id 0), since a read whose reply was lost leaves
+  entries delivered to it and never stored. After a failover the replica is the master and may
+  lack the last reads and acknowledgements of the old one: those entries are delivered again,
+  and stored once (the database ignores an order it has; ``lua/confirm.lua`` marks and
+  acknowledges again). One gap on a cluster: redis-py's cluster pipeline sends again, one by
+  one, the commands of a node whose reply was cut (it does not know which ran); if that second
+  read succeeds, the entries of the lost reply stay pending for this consumer until
+  ``XAUTOCLAIM`` takes them back (``claim_idle_ms``): late, never lost.
+
+The stop (``seckill.worker.stop``): on the first SIGTERM or SIGINT the worker finishes the batch
+in hand (stores and acknowledges it), hands back the updates it holds and removes its own
+consumer name, then exits; on the second it exits at once.
 """
 
 from __future__ import annotations

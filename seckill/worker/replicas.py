@@ -10,6 +10,7 @@ of its streams (``SET <prefix>:{<aid>}:replicated``, expiring) and ``WAIT 1 <tim
 counts the replicas that have everything up to that connection's last write, which came after
 every entry read; a master without a replica (or one too slow) answers fewer, and its entries
 stay pending for this consumer, to be read again (from id 0) and confirmed in a later round.
+``tests/test_cluster_failover.py`` shows an order lost in a failover never reaching the database.
 
 One server without replicas gets no ``replica`` promise from the gateway either: its purchases
 answer 503 ``durability`` and the worker waits the same way.

@@ -4,9 +4,13 @@ On one server, one ``XREADGROUP`` over every followed stream waits up to ``block
 entry: an order is read the moment it is written, and an idle worker costs one command per
 ``block_ms``. A cluster refuses that command (every activity's keys are a slot of their own,
 and a command's keys must share one: CROSSSLOT), and a blocking read per stream would hold a
-connection per stream: there, each round is one non-blocking ``XREADGROUP`` per stream, every
-master's sent together (redis-py's cluster pipeline writes to every master, then reads every
-reply: one round trip), and a round that finds nothing is followed by a short sleep.
+connection per stream and could not wait on two at once: there, each round is one
+non-blocking ``XREADGROUP`` per stream, every master's sent together (redis-py's cluster
+pipeline writes to every master, then reads every reply: one round trip), and a round that
+finds nothing is followed by a sleep of ``poll_ms`` (100 ms). So on a cluster an idle worker
+sends one command per followed stream every ``poll_ms``, and an order waits up to ``poll_ms``
+before it is read; retiring ended streams (:class:`Retirement`) keeps "followed" down to the
+live activities.
 """
 
 from __future__ import annotations
@@ -144,13 +148,16 @@ def _id(entry_id: str) -> tuple[int, int]:
 class Retirement:
     """The streams no longer read, and when to look at them again.
 
-    The rule: a stream is retired once its activity ended more than ``grace_ms`` ago (on the
-    worker's clock) and it is drained (:func:`drained`); from then on it is neither read,
-    reclaimed nor trimmed. Every ``recheck_seconds`` each retired stream is checked again
-    (two cheap commands, no read) and followed again if anything is on it: a cancel after the
-    end (``lua/cancel.lua`` adds an entry whenever it runs), an entry written late, a pending
-    entry a consumer left behind. An activity already ended when the worker first sees it
-    starts retired and is checked at once.
+    The rule: a stream is retired once its activity ended more than ``grace_ms`` (10 s) ago (on
+    the worker's clock) and it is drained (:func:`drained`); at that moment the worker trims it
+    (empty) and removes its own consumer name, and from then on it is neither read, reclaimed
+    nor trimmed. Every ``recheck_seconds`` (30 s) each retired stream is checked again, without
+    reading it (``XINFO GROUPS`` and ``XREVRANGE ... COUNT 1``, every stream's in one round trip
+    per master), and followed again if anything is on it: a cancel after the end
+    (``lua/cancel.lua`` adds an entry whenever it runs), an entry written late, a pending entry
+    a consumer left behind; it is retired again once drained. An activity already ended when
+    the worker first sees it starts retired and is checked at once. So a cancel after the end
+    is stored within about ``recheck_seconds``, never lost.
     """
 
     def __init__(self, grace_ms: int = 10_000, recheck_seconds: float = 30.0) -> None:

@@ -1,13 +1,27 @@
 """``seckill up``: the whole stack in the foreground, as children of a small supervisor.
 
-In start order: the embedded Valkey (unless ``REDIS_URL`` is set; with ``--redis-nodes``, the
-nodes of an embedded cluster: :mod:`seckill.ops.stack.cluster`), the orders worker, the
-gunicorn instances, and nginx in front (without nginx, one instance on ``--port``). They stop
-in reverse order: nginx first, so the instances see no new request while they stop, and the
-worker last, so it stores the last orders the gateway decided. Development secrets are made up
-once, here, so that every worker signs and verifies with the same keys. While the stack is up,
-``<data>/up.json`` tells the operator's commands where its Redis and database are. Each child
-in detail: docs/internals.md.
+What runs, in start order (stopped in reverse):
+
+1. the embedded Valkey (unless ``REDIS_URL`` is set): AOF on, data in ``<data>/valkey``; with
+   ``--redis-nodes``, the nodes of an embedded cluster (:mod:`seckill.ops.stack.cluster`);
+2. the orders worker (``python -m seckill.worker``): stopped after the gateway, so that it
+   stores the last orders the gateway decided;
+3. the webhooks' dispatcher (``python -m seckill.webhooks``): stopped before the worker, its
+   SIGTERM letting the attempts in flight finish;
+4. the gateway: ``--instances`` gunicorn instances (gevent workers serving ``wsgi:app``), each
+   on a free loopback port, trusting exactly one proxy hop (``SECKILL_BEHIND_PROXY=1``);
+5. the exporter of nginx's counts (``seckill nginx exporter``), while the access log is on;
+6. nginx in front (``nginx/nginx.conf.template`` rendered into ``<data>/nginx``, in the
+   foreground): ``--port`` public, ``--admin-port`` loopback-only for operators. Stopped first,
+   gracefully (SIGQUIT), so the instances behind it see no new request while they stop.
+
+Without nginx (not installed, or ``--no-nginx``) one gunicorn instance listens on ``--port``
+itself, operator endpoints included, and trusts no proxy header. The children's commands:
+:mod:`seckill.ops.stack.children`.
+
+Development secrets are made up once, here, and handed to every child in its environment, so
+that every worker signs and verifies with the same keys. While the stack is up,
+``<data>/up.json`` tells the operator's commands where its Redis and database are.
 """
 
 from __future__ import annotations
