@@ -42,7 +42,7 @@ from bench.wrk import WrkResult, run_wrk
 from seckill.domain import admission
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.sale.queue import queue_keys
-from tests.servers import nginx_server
+from tests.support.servers import nginx_server
 
 PAIRS = {  # measured: its baseline
     "state-nginx": "hello",

@@ -66,7 +66,7 @@ from bench.stack import (
 from bench.workloads import Prepared, Run, Setup, Workload, iso, new_id
 from edge.identity import mint_user_token
 from seckill.store.plumbing.keys import KeySpace
-from tests.servers import REPO_ROOT
+from tests.support.servers import REPO_ROOT
 
 # The parent of c472fb2 ("edge: a passage carries the person ..."), the first commit of issue
 # #26 that changed the server. Not b1c8e35: sessions' commits interleave, and eleven #26 commits

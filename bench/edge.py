@@ -29,7 +29,7 @@ from bench import workloads
 from bench.stack import JWT_SECRET, Server, Stack
 from bench.workloads import WORKLOADS, Prepared, Run, Setup, Workload
 from edge.identity import mint_user_token
-from tests.servers import nginx_server
+from tests.support.servers import nginx_server
 
 FRONTS = {"nginx": True, "nginx-off": False}  # server name: edge cache on
 # The refusals nginx must repeat (an X-Cache: HIT in every run), and the purchase workloads

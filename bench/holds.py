@@ -21,7 +21,7 @@ from seckill.ops.stack.embedded import die_with_parent
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
 from seckill.worker.groups import GROUP
-from tests.servers import REPO_ROOT, stop_process
+from tests.support.servers import REPO_ROOT, stop_process
 
 KEYS = KeySpace(GATEWAY_PREFIX)
 POLL = 0.02  # seconds between two looks at the holds

@@ -27,7 +27,7 @@ from pathlib import Path
 import redis
 
 from seckill.ops.stack.embedded import EmbeddedValkey, free_port
-from tests.servers import REPO_ROOT, running_server
+from tests.support.servers import REPO_ROOT, running_server
 
 JWT_SECRET = "bench-jwt-secret-93b1f0c2d4e6a8b0c1d3e5f7a9b2c4d6"
 URL_KEY = "bench-url-key-6f1c2a9e4b7d8035a1c4e6f8092b3d5e"

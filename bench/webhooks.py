@@ -62,7 +62,7 @@ from seckill.ops.stack.embedded import die_with_parent, free_port
 from seckill.sql import deliveries
 from seckill.sql.engine import make_engine
 from seckill.sql.schema import orders, outbox, webhook_deliveries
-from tests.servers import REPO_ROOT, running_server, stop_process
+from tests.support.servers import REPO_ROOT, running_server, stop_process
 
 SHOP = "purchase-shop"
 BASE = "purchase"

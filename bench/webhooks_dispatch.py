@@ -12,7 +12,7 @@ transaction), then the
 real dispatcher (``run_dispatcher``, default options) started and timed until every delivery
 is ``delivered``; bounded (``--timeout`` seconds a round). The receiver, in processes of its
 own on this machine, answers 204 to every POST over keep-alive: gunicorn with gevent workers
-(``receiver_app`` below), or ``tests/webhook_receiver.py``'s threaded server. Reports the
+(``receiver_app`` below), or ``tests/support/webhook_receiver.py``'s threaded server. Reports the
 median of the rounds' events per second (target: >= 1,000).
 """
 
@@ -44,8 +44,8 @@ from seckill.sql.outbox import add_events
 from seckill.sql.schema import ensure_schema, webhook_deliveries, webhook_endpoints
 from seckill.webhooks.options import DispatchOptions
 from seckill.webhooks.run import run_dispatcher
-from tests.servers import REPO_ROOT, stop_process
-from tests.webhook_receiver import new_secret
+from tests.support.servers import REPO_ROOT, stop_process
+from tests.support.webhook_receiver import new_secret
 
 TARGET = 1000.0
 
@@ -66,7 +66,7 @@ def receiver(kind: str, workers: int) -> Iterator[str]:
                    "--bind", f"127.0.0.1:{port}", "--keep-alive", "30", "--no-control-socket",
                    "--log-level", "warning", "bench.webhooks_dispatch:receiver_app"]
     else:
-        command = [sys.executable, "-m", "tests.webhook_receiver", "--port", str(port)]
+        command = [sys.executable, "-m", "tests.support.webhook_receiver", "--port", str(port)]
     process = subprocess.Popen(command, cwd=str(REPO_ROOT), stdin=subprocess.DEVNULL,
                                start_new_session=True, preexec_fn=die_with_parent)
     try:

@@ -19,7 +19,7 @@ from typing import Any
 from bench.dropsreport import ok_rate, rounds
 from bench.report import Report, median
 from bench.webhooks import BASE, SHOP
-from tests.servers import REPO_ROOT
+from tests.support.servers import REPO_ROOT
 
 GOAL = 0.95
 ROUNDS = 3  # fewer rounds than this: the status says so

@@ -35,7 +35,7 @@ from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.sql import engine as db
 from seckill.store.plumbing.connection import close_client
 from seckill.web.app import create_app
-from tests.openapi_check import CheckedClient
+from tests.support.openapi_check import CheckedClient
 
 # Markers for what a test needs (tests/support/markers.py); Chromium (tests/support/browser.py).
 pytest_plugins = ["tests.support.markers", "tests.support.browser"]

@@ -14,7 +14,8 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.admission_helpers import (
+from tests.conftest import ADMIN, BOTH_BACKENDS, expect, iso, user_headers
+from tests.support.admission import (
     buy_admitted,
     independent_order,
     join,
@@ -25,7 +26,6 @@ from tests.admission_helpers import (
     wait_for_start,
     wait_past,
 )
-from tests.conftest import ADMIN, BOTH_BACKENDS, expect, iso, user_headers
 
 pytestmark = BOTH_BACKENDS
 

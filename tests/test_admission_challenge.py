@@ -9,8 +9,8 @@ import json
 
 from flask.testing import FlaskClient
 
-from tests.admission_helpers import join, queued_activity
 from tests.conftest import BOTH_BACKENDS, expect, user_headers
+from tests.support.admission import join, queued_activity
 from tests.test_challenge import solve
 
 pytestmark = BOTH_BACKENDS

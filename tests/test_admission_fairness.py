@@ -28,8 +28,8 @@ from flask import Flask
 from seckill.config import Settings
 from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.web.app import create_app
-from tests.admission_helpers import queued_activity, wait_for_start
 from tests.conftest import expect, gateway_env, user_headers
+from tests.support.admission import queued_activity, wait_for_start
 
 SALES = 20
 UNITS = 50

@@ -8,8 +8,8 @@ from typing import Any
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.admission_helpers import join, poll, queued_activity, wait_for_start
 from tests.conftest import expect
+from tests.support.admission import join, poll, queued_activity, wait_for_start
 
 
 def test_a_poll_is_one_round_trip(client: FlaskClient, app: Flask, rds: Any) -> None:
@@ -43,7 +43,7 @@ def test_a_purchase_ends_the_admission_in_its_own_send_even_after_a_script_flush
     """The purchase carries "the buyer bought" to the queue in the same send; when Redis has
     forgotten the queue's script (a restart, SCRIPT FLUSH) that command fails and the gateway
     ends the admission with a call of its own: the next user is still admitted at once."""
-    from tests.admission_helpers import buy_admitted, state
+    from tests.support.admission import buy_admitted, state
 
     activity = queued_activity(client, total=2, starts_in=0.2)
     aid = activity["id"]

@@ -19,7 +19,7 @@ from bench import altcha_solve
 from seckill.ops.stack.ports import free_listen_port
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.sale.challenge import Challenges
-from tests.servers import REPO_ROOT, nginx_server
+from tests.support.servers import REPO_ROOT, nginx_server
 
 VENDOR = REPO_ROOT / "frontends" / "sale_page" / "vendor" / "altcha"
 BUILD = REPO_ROOT / "frontends" / "vendor"

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.servers import REPO_ROOT
+from tests.support.servers import REPO_ROOT
 
 # The harness starts real gunicorn processes (and, for shards, a cluster of its own).
 pytestmark = pytest.mark.stack

@@ -22,7 +22,7 @@ from tests.conftest import (
     expect,
     iso,
 )
-from tests.relay import ChunkHook, Relay
+from tests.support.relay import ChunkHook, Relay
 
 pytestmark = pytest.mark.database
 

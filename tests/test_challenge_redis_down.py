@@ -5,8 +5,8 @@ failure; neither view maps it on its own)."""
 from __future__ import annotations
 
 from seckill.ops.stack.embedded import EmbeddedValkey
-from tests.admission_helpers import join, queued_activity
 from tests.conftest import expect, user_headers
+from tests.support.admission import join, queued_activity
 from tests.test_admission_challenge import challenge_for
 from tests.test_challenge import solve
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import time
 
-from tests.admission_helpers import join, poll, state
-from tests.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.conftest import expect
+from tests.support.admission import join, poll, state
+from tests.support.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.support.cli import assert_one_line_error, seckill
 
 

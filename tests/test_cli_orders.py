@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from tests.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.conftest import ADMIN, buy
-from tests.faults import built_worker
+from tests.support.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.support.cli import assert_one_line_error, seckill
+from tests.support.orders import built_worker
 
 pytestmark = pytest.mark.database
 

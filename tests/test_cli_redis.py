@@ -251,7 +251,7 @@ def test_the_up_file_keeps_no_password(tmp_path: Path) -> None:
 def sold(make_app: Any, own_valkey: EmbeddedValkey, env: dict[str, str]) -> dict[str, Any]:
     """An activity of 5 units on the test's own Valkey, 2 of them bought and stored in the
     database; returns the CLI's environment and the activity id."""
-    from tests.faults import built_worker
+    from tests.support.orders import built_worker
 
     app = make_app(REDIS_URL=own_valkey.url)
     client = app.test_client()

@@ -9,8 +9,8 @@ keeps of what it answered, per ``SECKILL_DURABILITY``.
   killed, the replica thawed and promoted. With ``local`` that write had been answered 200 and
   is gone; with ``replica`` it had been answered 503 and nothing acknowledged is lost.
 
-Every test runs a cluster of its own (tests/cluster_faults.py), REDIS_URL naming the master it
-kills: the gateway must find the cluster again through the nodes it discovered.
+Every test runs a cluster of its own (tests/support/cluster_faults.py), REDIS_URL naming the
+master it kills: the gateway must find the cluster again through the nodes it discovered.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from flask import Flask
 
 from seckill.ops.stack.cluster import EmbeddedCluster
 from seckill.store.plumbing.routing import slot_of
-from tests.cluster_faults import (
+from tests.conftest import buy, create_activity
+from tests.support.cluster_faults import (
     Crowd,
     Sale,
     activity_on,
@@ -46,8 +47,7 @@ from tests.cluster_faults import (
     status_of,
     wait_replicated,
 )
-from tests.conftest import buy, create_activity
-from tests.faults import (
+from tests.support.orders import (
     WorkerThread,
     built_worker,
     stop_worker_process,
@@ -55,7 +55,7 @@ from tests.faults import (
     wait_until,
     worker_process,
 )
-from tests.servers import gunicorn_server
+from tests.support.servers import gunicorn_server
 from tests.test_concurrency import Gateway, bearer
 
 RECOVERY_BOUND = 10.0  # seconds from the kill until the gateway answers for the slot again

@@ -26,7 +26,7 @@ import urllib3
 from seckill.ops.stack.cluster import EmbeddedCluster
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.routing import slot_of
-from tests.cluster_faults import (
+from tests.support.cluster_faults import (
     Crowd,
     activity_on,
     cluster_env,
@@ -35,8 +35,8 @@ from tests.cluster_faults import (
     private_cluster,
     replicas_of,
 )
-from tests.faults import wait_until
-from tests.servers import gunicorn_server
+from tests.support.orders import wait_until
+from tests.support.servers import gunicorn_server
 from tests.test_cluster_failover import http_buyer
 from tests.test_concurrency import Gateway
 

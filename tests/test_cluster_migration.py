@@ -26,7 +26,8 @@ from flask import Flask
 from seckill.ops.stack.cluster import EmbeddedCluster
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.routing import slot_of
-from tests.cluster_faults import (
+from tests.conftest import buy, create_activity
+from tests.support.cluster_faults import (
     Crowd,
     activity_on,
     cluster_env,
@@ -36,8 +37,7 @@ from tests.cluster_faults import (
     node_stats,
     private_cluster,
 )
-from tests.conftest import buy, create_activity
-from tests.faults import stop_worker_process, wait_until, worker_process
+from tests.support.orders import stop_worker_process, wait_until, worker_process
 
 CROWD_THREADS = 6
 CROWD_USERS = 2000  # at most; the crowd is stopped a second after the migration

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from flask import Flask
 
 from tests.conftest import ADMIN, METRICS, create_activity, expect, user_headers
-from tests.faults import wait_until
+from tests.support.orders import wait_until
 
 
 def _failures(client) -> float:

@@ -16,9 +16,9 @@ import pytest
 
 from seckill.ops.stack.ports import free_listen_port
 from tests.conftest import ADMIN, ADMIN_TOKEN, buy, create_activity, expect, user_headers
-from tests.screenshots import shoot
+from tests.support.screenshots import shoot
+from tests.support.upstack import UpStack, running_up, user_token
 from tests.test_cli import call
-from tests.upstack import UpStack, running_up, user_token
 
 
 def test_the_state_says_stock_outcomes_backlog_and_instances(make_app):

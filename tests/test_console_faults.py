@@ -2,7 +2,7 @@
 
 The state endpoint with its Redis stopped says the numbers are stale (since when, and why) and
 keeps the last ones read, rather than an empty list that reads "no activity"; in headless
-Chromium, on nginx -> relay -> gunicorn (tests/fault_front.py): an instance that does not
+Chromium, on nginx -> relay -> gunicorn (tests/support/fault_front.py): an instance that does not
 answer is down, nginx's own 502s are a series on the chart, a failed lever says the
 operator's message (not the buyer's), a stopped Redis greys the numbers with "stale since",
 the page runs under its Content-Security-Policy without a violation, and cannot be framed.
@@ -20,10 +20,10 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.conftest import ADMIN, ADMIN_TOKEN, METRICS, create_activity, expect, iso
-from tests.fault_front import PURCHASE, FaultFront, fault_front
-from tests.screenshots import shoot
+from tests.support.fault_front import PURCHASE, FaultFront, fault_front
+from tests.support.screenshots import shoot
+from tests.support.upstack import user_token
 from tests.test_cli import call
-from tests.upstack import user_token
 
 # Every Content-Security-Policy violation the page meets, from its first script on.
 WATCH_CSP = """window.__csp = [];

@@ -1,6 +1,7 @@
 """Every status and error code of docs/API.md that exists today, through the Flask app and
 the session's real Valkey. Each response is also checked for a JSON Content-Type, and against
-the OpenAPI document (tests/openapi_check.py: every test client here checks every answer)."""
+the OpenAPI document (tests/support/openapi_check.py: every test client here checks every
+answer)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from seckill.domain.sizes import OPERATOR_MAX_BODY
 from seckill.ops.stack.ports import free_listen_port
 from seckill.web.body import MAX_BODY
 from tests.conftest import ADMIN, BOTH_BACKENDS, METRICS, buy, expect, user_headers
-from tests.faults import wait_until
+from tests.support.orders import wait_until
 
 # On one server and on a cluster, as the rest of the contract.
 pytestmark = BOTH_BACKENDS

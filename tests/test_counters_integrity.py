@@ -19,8 +19,8 @@ from seckill.config import Settings
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.parts import part_tags
 from tests.conftest import ADMIN, BOTH_BACKENDS, activity_stats, buy, expect
-from tests.faults import built_worker, drain, wait_until
 from tests.support.cli import seckill
+from tests.support.orders import built_worker, drain, wait_until
 from tests.test_metrics_activity import of, scrape
 from tests.test_shards import users_homed
 

@@ -20,7 +20,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from tests.conftest import ADMIN, METRICS, buy, create_activity, user_headers
-from tests.database_faults import DatabaseRelay, SqliteWriteLock, is_sqlite
+from tests.support.database_faults import DatabaseRelay, SqliteWriteLock, is_sqlite
 
 pytestmark = pytest.mark.database
 

@@ -15,8 +15,8 @@ from seckill.ops.drill.crowd import Record
 from seckill.ops.drill.plan import plan_activities, plan_buyers
 from seckill.ops.drill.report import Fault, markdown, svg
 from seckill.ops.drill.webhooks import NAME as EVENTS
-from tests.servers import require_nginx
 from tests.support.cli import clean_environ
+from tests.support.servers import require_nginx
 
 SECKILL = Path(sys.executable).parent / "seckill"
 VARIANT, PERSON = NAMES[5], NAMES[6]

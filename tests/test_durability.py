@@ -30,7 +30,7 @@ from flask import Flask
 from seckill.config import Settings
 from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.conftest import ADMIN, buy, iso, user_headers
-from tests.faults import (
+from tests.support.orders import (
     OrderCounter,
     WorkerThread,
     built_worker,
@@ -39,7 +39,7 @@ from tests.faults import (
     stored_orders,
     wait_until,
 )
-from tests.servers import gunicorn_server
+from tests.support.servers import gunicorn_server
 
 pytestmark = pytest.mark.database
 

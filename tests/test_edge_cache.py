@@ -27,7 +27,7 @@ import urllib3
 
 from tests import test_nginx as nginx_tests
 from tests.conftest import ADMIN, iso
-from tests.servers import NginxFront
+from tests.support.servers import NginxFront
 from tests.test_nginx import Answer, Instances, bearer, call, create_activity, front
 
 instances = nginx_tests.instances

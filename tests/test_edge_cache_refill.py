@@ -41,8 +41,8 @@ from seckill.worker.expiry import Expirer
 from seckill.worker.stop import StopFlag
 from tests import test_nginx as nginx_tests
 from tests.conftest import ADMIN, gateway_env
-from tests.faults import built_worker
-from tests.servers import NginxFront
+from tests.support.orders import built_worker
+from tests.support.servers import NginxFront
 from tests.test_nginx import USER_RATE, Answer, Instances, bearer, call, create_activity, front
 
 instances = nginx_tests.instances

@@ -13,8 +13,8 @@ import threading
 import time
 
 from tests.conftest import create_activity, expect, iso, user_headers
-from tests.faults import wait_until
 from tests.support.command_counts import Counts, commands_by_connection, observer  # noqa: F401
+from tests.support.orders import wait_until
 
 
 def test_a_sold_out_flood_makes_no_redis_call_while_the_background_keeps_working(

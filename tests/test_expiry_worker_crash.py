@@ -31,7 +31,7 @@ from seckill.worker import streams
 from seckill.worker.expiry import Expirer
 from seckill.worker.orders import GROUP
 from tests.conftest import ADMIN, BOTH_BACKENDS, order_status
-from tests.faults import (
+from tests.support.orders import (
     WorkerThread,
     built_worker,
     drain,

@@ -45,9 +45,9 @@ from tests.conftest import (
     order_status,
     user_headers,
 )
-from tests.faults import dedicated_valkey, stop_worker_process, wait_until, worker_process
+from tests.support.orders import dedicated_valkey, stop_worker_process, wait_until, worker_process
+from tests.support.upstack import UpStack, running_up, user_token
 from tests.test_cli import call
-from tests.upstack import UpStack, running_up, user_token
 
 # More than the room under which Valkey runs everysec (seckill.ops.stack.embedded.ROOM_FLOOR_BYTES).
 DISK_SIZE = "160m"

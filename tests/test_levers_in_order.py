@@ -31,7 +31,7 @@ from seckill.store.sale.levers import LeverRecords
 from seckill.worker.levers import LeverCatchUp
 from seckill.worker.stop import StopFlag
 from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect, user_headers
-from tests.database_faults import DatabaseRelay, SqliteWriteLock, is_sqlite
+from tests.support.database_faults import DatabaseRelay, SqliteWriteLock, is_sqlite
 
 pytestmark = pytest.mark.database
 

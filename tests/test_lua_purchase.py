@@ -22,7 +22,7 @@ from seckill.store.plumbing.scripts import Scripts, lua_source
 from seckill.store.sale.activities import ActivityStore
 from seckill.store.sale.meta import meta_fields
 from tests.conftest import ADMIN, buy, create_activity, expect, keys_of, user_headers
-from tests.relay import ChunkHook, Relay
+from tests.support.relay import ChunkHook, Relay
 
 
 @dataclasses.dataclass

@@ -15,7 +15,7 @@ import pytest
 from seckill.metrics import Kept
 from seckill.web.census import CensusCollector
 from tests.conftest import METRICS, buy, create_activity
-from tests.relay import ChunkHook, Relay
+from tests.support.relay import ChunkHook, Relay
 
 
 class HoldingRelay(Relay):

@@ -13,7 +13,7 @@ from redis.cluster import RedisCluster, key_slot
 
 from seckill.store.plumbing.keys import KeySpace
 from tests.conftest import BOTH_BACKENDS, METRICS, buy, create_activity, expect
-from tests.faults import wait_until
+from tests.support.orders import wait_until
 
 
 def _census_readings(rds: Any) -> int:

@@ -30,7 +30,7 @@ from seckill.ops.stack import nginx
 from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.ops.stack.ports import free_listen_port
 from tests.conftest import ADMIN, JWT_SECRET, gateway_env, iso
-from tests.servers import NginxFront, gunicorn_server, nginx_server, require_nginx
+from tests.support.servers import NginxFront, gunicorn_server, nginx_server, require_nginx
 
 TIMEOUT = urllib3.Timeout(connect=5.0, read=15.0)
 USER_RATE = "5/second"

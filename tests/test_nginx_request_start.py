@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import urllib3
 
-from tests.servers import nginx_server
+from tests.support.servers import nginx_server
 
 # Every kind of location that proxies to gunicorn: (listener, method, path).
 REQUESTS = [

@@ -17,7 +17,7 @@ from edge import Route
 from seckill.web import hot
 from seckill.web.service import OPENAPI_DOCUMENT
 from tests.conftest import expect
-from tests.openapi_check import (
+from tests.support.openapi_check import (
     METHODS,
     ContractViolation,
     check_response,

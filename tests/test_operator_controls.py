@@ -8,8 +8,8 @@ import time
 import pytest
 
 from tests.conftest import ADMIN, BOTH_BACKENDS, buy, create_activity, expect, iso, user_headers
-from tests.faults import wait_until
 from tests.support.command_counts import Counts, commands_by_connection, observer  # noqa: F401
+from tests.support.orders import wait_until
 
 pytestmark = pytest.mark.database
 

@@ -10,8 +10,8 @@ import pytest
 
 from seckill.domain.clock import now_ms
 from tests.conftest import ADMIN, buy, expect, iso, user_headers
-from tests.faults import wait_until
 from tests.support.cli import assert_one_line_error, seckill
+from tests.support.orders import wait_until
 
 
 def _listeners(rds, channel: str) -> int:

@@ -21,7 +21,6 @@ from flask.testing import FlaskClient
 
 from seckill.config import Settings
 from seckill.store.plumbing.connection import close_client
-from tests.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.conftest import (
     ADMIN,
     activity_stats,
@@ -30,7 +29,8 @@ from tests.conftest import (
     keep_buying,
     order_status,
 )
-from tests.faults import built_worker, drain, pending, stored_orders
+from tests.support.backends import redis_backend  # noqa: F401  (each test on both)
+from tests.support.orders import built_worker, drain, pending, stored_orders
 
 pytestmark = pytest.mark.database
 

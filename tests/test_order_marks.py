@@ -3,7 +3,7 @@
 
 Everything is real: the session's Valkey (and its cluster, for reconcile; own key prefix per
 test), the test's own SQLite file or PostgreSQL schema, the orders worker run as ``seckill
-worker`` runs it (``run`` in a thread), and a TCP relay (``tests/relay.py``) that cuts the
+worker`` runs it (``run`` in a thread), and a TCP relay (``tests/support/relay.py``) that cuts the
 worker's connection at the exact moment the stream entries are acknowledged.
 """
 
@@ -24,7 +24,7 @@ from seckill.store.audit.reconcile import reconcile
 from seckill.store.plumbing.connection import close_client
 from seckill.worker.orders import GROUP
 from tests.conftest import ADMIN, BOTH_BACKENDS, activity_stats, order_status
-from tests.faults import (
+from tests.support.orders import (
     WorkerThread,
     built_worker,
     drain,
@@ -32,7 +32,7 @@ from tests.faults import (
     stored_orders,
     wait_until,
 )
-from tests.relay import CuttingProxy
+from tests.support.relay import CuttingProxy
 from tests.test_orders_worker import buy_ok, stream_key
 
 pytestmark = pytest.mark.database

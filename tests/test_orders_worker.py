@@ -25,7 +25,7 @@ from seckill.domain.orders import OrderRow
 from seckill.store.plumbing.keys import KeySpace
 from seckill.worker.orders import GROUP
 from tests.conftest import BOTH_BACKENDS, METRICS, activity_stats, buy, order_status
-from tests.faults import (
+from tests.support.orders import (
     DatabaseOutage,
     OrderCounter,
     WorkerThread,

@@ -23,7 +23,7 @@ from seckill.sql import deliveries
 from seckill.sql.book import OrderBook
 from seckill.sql.outbox import EventRow, add_events, event_rows
 from seckill.sql.schema import outbox, webhook_deliveries, webhook_endpoints
-from tests.outbox_helpers import START_MS, events, open_book, row, save
+from tests.support.outbox import START_MS, events, open_book, row, save
 
 pytestmark = pytest.mark.database
 

@@ -15,7 +15,7 @@ import pytest
 
 from seckill.domain.entries import Cancel, Paid
 from seckill.sql.book import OrderBook
-from tests.outbox_helpers import START_MS, events, kinds, open_book, row, save, together
+from tests.support.outbox import START_MS, events, kinds, open_book, row, save, together
 
 pytestmark = pytest.mark.database
 

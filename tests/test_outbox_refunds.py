@@ -14,7 +14,7 @@ from seckill.domain.entries import Cancel
 from seckill.sql.book import OrderBook
 from seckill.sql.outbox import prune, record_refund_due
 from seckill.sql.schema import outbox, webhook_deliveries
-from tests.outbox_helpers import START_MS, events, open_book, row, save
+from tests.support.outbox import START_MS, events, open_book, row, save
 
 pytestmark = pytest.mark.database
 

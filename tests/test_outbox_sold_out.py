@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from seckill.domain.entries import Cancel
 from seckill.sql.book import OrderBook
 from seckill.sql.schema import activities, orders
-from tests.outbox_helpers import START_MS, events, open_book, row, save, sold_outs, together
+from tests.support.outbox import START_MS, events, open_book, row, save, sold_outs, together
 
 pytestmark = pytest.mark.database
 

@@ -23,7 +23,7 @@ from seckill.sql import engine as db
 from seckill.sql.outbox import event_rows
 from seckill.sql.schema import orders
 from seckill.store.plumbing.keys import KeySpace
-from tests.faults import (
+from tests.support.orders import (
     OrderCounter,
     pending,
     queue_purchases,

@@ -21,7 +21,6 @@ from flask.testing import FlaskClient
 
 from seckill.config import Settings
 from seckill.store.plumbing.connection import close_client
-from tests.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.conftest import (
     ADMIN,
     activity_stats,
@@ -33,8 +32,9 @@ from tests.conftest import (
     keys_of,
     user_headers,
 )
-from tests.faults import built_worker, drain, stored_orders
-from tests.packet_helpers import create, held, key, multiset_is_the_split, split_of
+from tests.support.backends import redis_backend  # noqa: F401  (each test on both)
+from tests.support.orders import built_worker, drain, stored_orders
+from tests.support.packets import create, held, key, multiset_is_the_split, split_of
 
 pytestmark = pytest.mark.database
 

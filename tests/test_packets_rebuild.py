@@ -26,7 +26,6 @@ from seckill.sql.book import OrderBook
 from seckill.store.audit.reconcile import reconcile
 from seckill.store.sale.meta import meta_fields
 from seckill.store.sale.stock import Purchases
-from tests.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.conftest import (
     ADMIN,
     activity_stats,
@@ -35,8 +34,9 @@ from tests.conftest import (
     keys_of,
     user_headers,
 )
-from tests.faults import built_worker, drain
-from tests.packet_helpers import create, held, key, multiset_is_the_split, split_of
+from tests.support.backends import redis_backend  # noqa: F401  (each test on both)
+from tests.support.orders import built_worker, drain
+from tests.support.packets import create, held, key, multiset_is_the_split, split_of
 
 pytestmark = pytest.mark.database
 

@@ -29,7 +29,7 @@ from tests.conftest import (
     expect,
     order_status,
 )
-from tests.faults import built_worker, drain, stored_orders
+from tests.support.orders import built_worker, drain, stored_orders
 
 pytestmark = [BOTH_BACKENDS, pytest.mark.database]
 

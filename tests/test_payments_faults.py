@@ -29,7 +29,7 @@ from seckill.web.app import create_app
 from seckill.worker.expiry import Expirer
 from seckill.worker.stop import StopFlag
 from tests.conftest import ADMIN, BOTH_BACKENDS, create_activity
-from tests.faults import (
+from tests.support.orders import (
     dedicated_valkey,
     stop_worker_process,
     stored_orders,

@@ -18,8 +18,8 @@ from flask.testing import FlaskClient
 
 from seckill.config import Settings
 from tests.conftest import ADMIN, BOTH_BACKENDS, buy, create_activity, expect, iso, order_status
-from tests.faults import built_worker, drain
-from tests.outbox_helpers import events
+from tests.support.orders import built_worker, drain
+from tests.support.outbox import events
 from tests.test_payments_webhook import SECRET, signed
 
 pytestmark = pytest.mark.database

@@ -27,7 +27,7 @@ from seckill.domain.clock import now_ms
 from seckill.domain.entries import Paid, Poison, parse_entry
 from seckill.worker.expiry import Expirer
 from tests.conftest import ADMIN, BOTH_BACKENDS, buy, create_activity, expect, order_status
-from tests.faults import built_worker, drain, stored_orders, wait_until
+from tests.support.orders import built_worker, drain, stored_orders, wait_until
 
 pytestmark = pytest.mark.database
 

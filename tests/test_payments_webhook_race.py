@@ -24,7 +24,7 @@ from seckill.domain.clock import now_ms
 from seckill.store.plumbing.keys import KeySpace
 from seckill.worker.expiry import Expirer
 from tests.conftest import buy, create_activity, expect
-from tests.faults import built_worker, drain, stored_orders, wait_until
+from tests.support.orders import built_worker, drain, stored_orders, wait_until
 from tests.test_payments_webhook import SECRET, payment, signed
 
 pytestmark = pytest.mark.database

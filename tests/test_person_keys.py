@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from seckill.domain.people import PERSON_ID, PERSON_KEY, new_salt, person_key
 from seckill.store.plumbing.keys import KeySpace
 from tests.conftest import expect
-from tests.person_helpers import CLAIM, buy_as, person_activity
+from tests.support.people import CLAIM, buy_as, person_activity
 
 
 def documented_key(salt: str, person: str) -> str:

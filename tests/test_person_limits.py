@@ -28,8 +28,8 @@ from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.parts import part_tags
 from seckill.worker.expiry import Expirer
 from tests.conftest import ADMIN, URL_KEY, create_activity, expect, iso
-from tests.faults import built_worker, drain
-from tests.person_helpers import CLAIM, buy_as, headers, person_activity, status_as
+from tests.support.orders import built_worker, drain
+from tests.support.people import CLAIM, buy_as, headers, person_activity, status_as
 
 
 @pytest.fixture

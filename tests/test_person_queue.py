@@ -17,9 +17,9 @@ from flask.testing import FlaskClient
 
 from seckill.domain.people import PERSON_KEY
 from seckill.store.plumbing.keys import KeySpace
-from tests.admission_helpers import independent_order, queued_activity, wait_for_start
 from tests.conftest import expect
-from tests.person_helpers import CLAIM, headers, join_as
+from tests.support.admission import independent_order, queued_activity, wait_for_start
+from tests.support.people import CLAIM, headers, join_as
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from seckill.store.plumbing.parts import part_tags
 from seckill.store.plumbing.scripts import Scripts
 from seckill.web.hot import purchase_deadline
 from tests.conftest import ADMIN, BOTH_BACKENDS, expect, order_status, user_headers
-from tests.relay import ChunkHook, Relay, _forward
+from tests.support.relay import ChunkHook, Relay, _forward
 
 
 def _stamp(seconds_ago: float) -> str:

@@ -27,7 +27,7 @@ from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.sale.recovery import Restorer
 from tests.conftest import ADMIN, buy, iso, user_headers
-from tests.faults import built_worker, dedicated_valkey, drain, stored_orders
+from tests.support.orders import built_worker, dedicated_valkey, drain, stored_orders
 
 pytestmark = pytest.mark.database
 

@@ -39,7 +39,6 @@ from standardwebhooks.webhooks import Webhook
 
 from seckill.config import Settings
 from seckill.ops.stack.embedded import EmbeddedValkey
-from tests.admission_helpers import join, poll, queued_activity, wait_for_start
 from tests.conftest import (
     ADMIN,
     JWT_SECRET,
@@ -51,7 +50,8 @@ from tests.conftest import (
     order_status,
     user_headers,
 )
-from tests.faults import built_worker, drain
+from tests.support.admission import join, poll, queued_activity, wait_for_start
+from tests.support.orders import built_worker, drain
 
 
 # Characters str.isdigit() (or isdecimal()) takes and int() may or may not: superscript two,

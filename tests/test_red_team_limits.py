@@ -21,7 +21,7 @@ import pytest
 
 from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.conftest import ADMIN_TOKEN, gateway_env, iso
-from tests.servers import NginxFront, gunicorn_server, nginx_server
+from tests.support.servers import NginxFront, gunicorn_server, nginx_server
 from tests.test_http_wire import ADMIN_JSON, Answer, bearer, chunked, exchange, request
 from tests.test_red_team_wire import sale
 

@@ -31,11 +31,11 @@ import redis
 from edge.identity import mint_user_token
 from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.conftest import ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, gateway_env, iso
-from tests.servers import gunicorn_server
 from tests.support.cli import seckill
+from tests.support.servers import gunicorn_server
+from tests.support.upstack import up_env
 from tests.test_cli import call, seckill_up, stop_and_check_nothing_is_left
 from tests.test_http_wire import ADMIN_JSON, Answer, bearer, chunked, exchange, request
-from tests.upstack import up_env
 
 BIG = b'{"quantity":1}' + b" " * 6000  # valid JSON, over 4 KiB
 HUGE = b"{}" + b" " * 256 * 1024  # valid JSON, over the operator routes' 256 KiB

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from tests.conftest import ADMIN, activity_stats, buy, create_activity, expect, keys_of
 from tests.support.cli import clean_environ
+from tests.support.upstack import running_up, up_env
 from tests.test_metrics_activity import of, scrape
-from tests.upstack import running_up, up_env
 
 SECKILL = Path(sys.executable).parent / "seckill"
 

@@ -18,10 +18,10 @@ import redis
 
 from seckill.domain.clock import ms_from_iso
 from tests.conftest import iso
-from tests.screenshots import ARTIFACTS
 from tests.support.browser import skewed
 from tests.support.sale_page import buy_over_http, running_page_stack
-from tests.upstack import UpStack, user_token
+from tests.support.screenshots import ARTIFACTS
+from tests.support.upstack import UpStack, user_token
 
 
 @pytest.fixture(scope="module")

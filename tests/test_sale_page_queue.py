@@ -5,7 +5,7 @@ Each user is a browser context of their own at a phone's viewport, with the brow
 hour behind (the queue's countdowns must follow the server's). Where the roles must be known
 in advance (who is admitted first, who is not drawn), the test reads the activity's secret
 seed from Redis and orders the users with docs/clients.md's recipe
-(:func:`tests.admission_helpers.independent_order`). Every page logs its own requests to the
+(:func:`tests.support.admission.independent_order`). Every page logs its own requests to the
 queue (a wrapper around ``fetch``), so the tests also check the polling: one request at a
 time, never sooner than the ``poll_after_ms`` of the answer before.
 
@@ -28,13 +28,13 @@ import pytest
 import redis
 
 from seckill.domain.clock import ms_from_iso
-from tests.admission_helpers import independent_order
 from tests.conftest import iso
-from tests.screenshots import ARTIFACTS
-from tests.servers import REPO_ROOT
+from tests.support.admission import independent_order
 from tests.support.browser import skewed
+from tests.support.screenshots import ARTIFACTS
+from tests.support.servers import REPO_ROOT
+from tests.support.upstack import UpStack, running_up, user_token
 from tests.test_cli import call
-from tests.upstack import UpStack, running_up, user_token
 
 ADMISSION_TTL = 5  # seconds (SECKILL_URL_TTL): long enough to click, short enough to lapse
 PHONE = {"width": 390, "height": 844}

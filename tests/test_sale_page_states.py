@@ -2,7 +2,8 @@
 on a real ``seckill up``: the product (name, picture, price, description), a clear state for
 every moment (sold out on arrival and paused say so instead of a dead button), a state that
 never goes back in time, and what it offers a screen reader. Screenshots go to
-``test-artifacts/`` (``docs/`` with ``SECKILL_DOCS_SCREENSHOTS=1``: tests/screenshots.py)."""
+``test-artifacts/`` (``docs/`` with ``SECKILL_DOCS_SCREENSHOTS=1``:
+tests/support/screenshots.py)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import ADMIN, iso
-from tests.screenshots import shoot
 from tests.support.browser import skewed
 from tests.support.sale_page import buy_over_http, running_page_stack
+from tests.support.screenshots import shoot
+from tests.support.upstack import UpStack, user_token
 from tests.test_cli import call
-from tests.upstack import UpStack, user_token
 
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 800}

@@ -1,5 +1,5 @@
 """The sale page when a purchase's answer is lost, in headless Chromium on a
-real nginx -> relay -> gunicorn -> Valkey chain (tests/fault_front.py).
+real nginx -> relay -> gunicorn -> Valkey chain (tests/support/fault_front.py).
 
 A purchase answered 502/503/504, or not at all, has an unknown outcome: the page asks the
 order status before it shows anything, shows the win when the order exists (here it stays
@@ -20,11 +20,11 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.conftest import ADMIN_TOKEN, iso
-from tests.fault_front import PURCHASE, FaultFront, fault_front
-from tests.servers import REPO_ROOT
 from tests.support.browser import skewed
+from tests.support.fault_front import PURCHASE, FaultFront, fault_front
+from tests.support.servers import REPO_ROOT
+from tests.support.upstack import user_token
 from tests.test_cli import call
-from tests.upstack import user_token
 
 DOCS = REPO_ROOT / "docs"
 PHONE = {"width": 390, "height": 844}

@@ -24,10 +24,10 @@ import pytest
 from edge.identity import mint_user_token
 from seckill.ops.stack.ports import free_listen_port
 from tests.conftest import ADMIN_TOKEN, JWT_SECRET, iso
-from tests.screenshots import ARTIFACTS
 from tests.support.browser import skewed
+from tests.support.screenshots import ARTIFACTS
+from tests.support.upstack import UpStack, running_up, user_token
 from tests.test_cli import call
-from tests.upstack import UpStack, running_up, user_token
 
 DOCS = ARTIFACTS.parent / "docs"
 CLAIM = "person_id"  # SECKILL_PERSON_CLAIM of this stack

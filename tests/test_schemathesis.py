@@ -35,8 +35,8 @@ import pytest
 from edge.identity import mint_user_token
 from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.conftest import ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, gateway_env, iso
-from tests.schemathesis_hooks import LEVER_TARGET
-from tests.servers import REPO_ROOT, gunicorn_server, nginx_server
+from tests.support.schemathesis_hooks import LEVER_TARGET
+from tests.support.servers import REPO_ROOT, gunicorn_server, nginx_server
 
 FUZZER = "fuzzer@example.com"
 # Per operation and phase; SECKILL_SCHEMATHESIS_EXAMPLES=5000 for a deeper run by hand.
@@ -91,7 +91,7 @@ class Seeded:
     activities: list[str]  # real activity ids
     orders: list[str]  # real order ids
     tokens: list[str]  # the fuzzer's purchase-URL tokens for the open activities
-    lever: str  # the activity the fuzzer's pause and end act on (tests.schemathesis_hooks)
+    lever: str  # the activity the fuzzer's pause and end act on (tests.support.schemathesis_hooks)
 
 
 def seed(base: str) -> Seeded:
@@ -196,7 +196,7 @@ def config(base: str, seeded: Seeded | None) -> dict[str, Any]:
         },
         "phases": {"stateful": {"max-steps": 10,
                                 "generation": {"max-examples": STATEFUL_EXAMPLES}}},
-        "hooks": "tests.schemathesis_hooks",
+        "hooks": "tests.support.schemathesis_hooks",
         "operations": [
             # A body within every field's length (characters) can still pass the 4 KiB that
             # every body is held to (bytes, the Conventions; 2,000 characters of description

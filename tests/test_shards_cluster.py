@@ -25,7 +25,7 @@ from seckill.store.plumbing.connection import close_client
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.parts import home_part, part_tags
 from tests.conftest import ADMIN, gateway_env, iso
-from tests.servers import gunicorn_server
+from tests.support.servers import gunicorn_server
 from tests.test_concurrency import (
     CLIENT_THREADS,
     USER_RATE,

@@ -16,7 +16,6 @@ from seckill.config import Settings
 from seckill.store.audit.reconcile import reconcile
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.parts import part_tags
-from tests.cluster_faults import cluster_env, frozen, gateway_app, private_cluster
 from tests.conftest import (
     BOTH_BACKENDS,
     activity_stats,
@@ -26,7 +25,8 @@ from tests.conftest import (
     order_status,
     user_headers,
 )
-from tests.faults import built_worker, drain, stored_orders
+from tests.support.cluster_faults import cluster_env, frozen, gateway_app, private_cluster
+from tests.support.orders import built_worker, drain, stored_orders
 from tests.test_shards import users_homed
 
 pytestmark = pytest.mark.database

@@ -12,7 +12,7 @@ import uuid
 import redis
 
 from tests.conftest import ADMIN, buy, expect, user_headers
-from tests.faults import wait_until
+from tests.support.orders import wait_until
 
 
 def commands(conn: redis.Redis) -> dict[str, int]:

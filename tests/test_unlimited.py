@@ -11,9 +11,9 @@ import redis
 from flask import Flask
 
 from seckill.config import Settings
-from tests.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.conftest import ADMIN, buy, expect, user_headers
-from tests.faults import built_worker, drain, stored_orders
+from tests.support.backends import redis_backend  # noqa: F401  (each test on both)
+from tests.support.orders import built_worker, drain, stored_orders
 
 pytestmark = pytest.mark.database
 

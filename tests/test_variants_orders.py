@@ -19,8 +19,8 @@ import sqlalchemy as sa
 from seckill.store.audit.reconcile import reconcile
 from seckill.worker.expiry import Expirer
 from seckill.worker.orders import OrdersWorker
-from tests.admission_helpers import join, poll
 from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect, iso, order_status, user_headers
+from tests.support.admission import join, poll
 
 pytestmark = [BOTH_BACKENDS, pytest.mark.database]
 

@@ -4,7 +4,7 @@ endpoint's summary for the console), remove, its deliveries, replay.
 Real servers: the session's Valkey, a SQLite file per test (a PostgreSQL schema when
 ``SECKILL_TEST_POSTGRES`` names a server), the gateway app. The events and deliveries the
 outbox and the dispatcher would write are written here as rows of their tables
-(``tests/webhook_rows.py``), so that these tests need neither.
+(``tests/support/webhook_rows.py``), so that these tests need neither.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from standardwebhooks import Webhook
 
 from seckill.domain.clock import iso_from_ms, now_ms
 from tests.conftest import ADMIN, expect, user_headers
-from tests.webhook_rows import deliveries_of, delivery, engine_of, event
+from tests.support.webhook_rows import deliveries_of, delivery, engine_of, event
 
 pytestmark = pytest.mark.database
 

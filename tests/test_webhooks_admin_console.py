@@ -1,7 +1,7 @@
 """The console's Webhooks panel: each endpoint's URL and events, its last attempt
 (when, the answer's code), its failures and its backlog, live, in headless Chromium against a
 real gunicorn on Valkey and a SQLite file. The deliveries the dispatcher would make are written
-as rows of their table (``tests/webhook_rows.py``).
+as rows of their table (``tests/support/webhook_rows.py``).
 
 Screenshots go to ``test-artifacts/``.
 """
@@ -23,9 +23,9 @@ from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.sql.engine import make_engine
 from seckill.sql.schema import ensure_schema
 from tests.conftest import ADMIN_TOKEN, gateway_env
-from tests.screenshots import ARTIFACTS
-from tests.servers import gunicorn_server
-from tests.webhook_rows import delivery, event
+from tests.support.screenshots import ARTIFACTS
+from tests.support.servers import gunicorn_server
+from tests.support.webhook_rows import delivery, event
 
 
 @pytest.fixture(scope="module")

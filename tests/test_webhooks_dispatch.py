@@ -1,4 +1,4 @@
-"""The webhooks' dispatcher against a real receiver (tests/webhook_receiver.py) on
+"""The webhooks' dispatcher against a real receiver (tests/support/webhook_receiver.py) on
 the test's own database (SQLite, or a PostgreSQL schema): signed per Standard Webhooks, the
 same webhook-id on every attempt, faulty receivers retried without blocking anyone, one
 subject's events in order, failed after 24 hours of a moved clock, two dispatchers at once."""
@@ -16,8 +16,8 @@ from seckill.sql import engine as db
 from seckill.sql.schema import ensure_schema, outbox, webhook_deliveries, webhook_endpoints
 from seckill.webhooks.options import DispatchOptions
 from seckill.webhooks.run import run_dispatcher
-from tests.faults import wait_until
-from tests.webhook_receiver import (
+from tests.support.orders import wait_until
+from tests.support.webhook_receiver import (
     Clock,
     WebhookReceiver,
     add_endpoint,

@@ -16,8 +16,8 @@ from seckill.sql.schema import ensure_schema
 from seckill.webhooks.options import DispatchOptions
 from seckill.webhooks.run import run_dispatcher
 from tests.conftest import METRICS
-from tests.faults import wait_until
-from tests.webhook_receiver import (
+from tests.support.orders import wait_until
+from tests.support.webhook_receiver import (
     Clock,
     WebhookReceiver,
     add_endpoint,

@@ -22,18 +22,18 @@ from seckill.sql import engine as db
 from seckill.sql.schema import ensure_schema, outbox, webhook_deliveries
 from seckill.webhooks.options import DispatchOptions
 from seckill.webhooks.run import run_dispatcher
-from tests.faults import wait_until
-from tests.servers import REPO_ROOT, stop_process
 from tests.support.cli import seckill_process
-from tests.test_cli import seckill_up
-from tests.upstack import up_env
-from tests.webhook_receiver import (
+from tests.support.orders import wait_until
+from tests.support.servers import REPO_ROOT, stop_process
+from tests.support.upstack import up_env
+from tests.support.webhook_receiver import (
     Clock,
     WebhookReceiver,
     add_endpoint,
     add_order_events,
     new_secret,
 )
+from tests.test_cli import seckill_up
 
 pytestmark = pytest.mark.database
 

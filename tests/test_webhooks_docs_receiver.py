@@ -21,8 +21,8 @@ from seckill.sql import engine as db
 from seckill.sql.schema import ensure_schema, webhook_deliveries
 from seckill.webhooks.options import DispatchOptions
 from seckill.webhooks.run import run_dispatcher
-from tests.faults import wait_until
-from tests.webhook_receiver import add_endpoint, add_order_events, new_secret
+from tests.support.orders import wait_until
+from tests.support.webhook_receiver import add_endpoint, add_order_events, new_secret
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "webhooks.md"
 

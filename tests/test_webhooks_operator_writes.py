@@ -23,10 +23,10 @@ from seckill.sql import engine as db
 from seckill.sql.outbox import add_events
 from seckill.sql.schema import ensure_schema, outbox, webhook_deliveries
 from tests.conftest import ADMIN
-from tests.faults import wait_until
-from tests.servers import stop_process
+from tests.support.orders import wait_until
+from tests.support.servers import stop_process
+from tests.support.webhook_receiver import WebhookReceiver, add_endpoint, new_secret
 from tests.test_webhooks_dispatch_process import dispatcher_process
-from tests.webhook_receiver import WebhookReceiver, add_endpoint, new_secret
 
 pytestmark = pytest.mark.database
 

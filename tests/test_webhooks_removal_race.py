@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from seckill.sql import deliveries
 from seckill.sql.schema import ensure_schema, webhook_deliveries, webhook_endpoints
 from seckill.webhooks.run import dispatcher_engine
-from tests.faults import wait_until
-from tests.webhook_receiver import add_endpoint, add_order_events, new_secret
+from tests.support.orders import wait_until
+from tests.support.webhook_receiver import add_endpoint, add_order_events, new_secret
 
 pytestmark = pytest.mark.database
 

@@ -23,9 +23,9 @@ from seckill.ops.stack.cluster import EmbeddedCluster
 from seckill.store.plumbing.keys import KeySpace
 from seckill.worker import groups
 from seckill.worker.groups import GROUP
-from tests.cluster_faults import activity_on, masters, wait_replicated
 from tests.conftest import ADMIN, BOTH_BACKENDS, iso
-from tests.faults import (
+from tests.support.cluster_faults import activity_on, masters, wait_replicated
+from tests.support.orders import (
     OrderCounter,
     WorkerThread,
     built_worker,

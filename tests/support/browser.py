@@ -7,7 +7,7 @@ API (no browser download). A plugin of ``tests/conftest.py``: its fixtures need 
   storage: a user of its own) with Playwright's ``new_context`` options (``viewport``,
   ``permissions``, ``extra_http_headers``...); every context closed after the test.
 
-Without chromium a test skips, or fails when ``CI`` is set (tests/servers.py's ``require``).
+Without chromium a test skips, or fails when ``CI`` is set (tests/support/servers.py's ``require``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.servers import require
+from tests.support.servers import require
 
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking",

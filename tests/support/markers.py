@@ -1,7 +1,7 @@
 """What a test needs, as markers (registered in pyproject.toml), put on at collection.
 
 * ``cluster``: a run of a test on the session's Redis Cluster (a ``[cluster]`` parametrisation,
-  ``BOTH_BACKENDS`` or ``tests.backends``), or a test that uses the cluster or builds one
+  ``BOTH_BACKENDS`` or ``tests.support.backends``), or a test that uses the cluster or builds one
   (:data:`CLUSTER`);
 * ``stack``: a test that starts real gunicorn or nginx processes, ``seckill up`` or ``seckill
   drill``: it, or a fixture it uses, calls :data:`STACK` (directly or through helpers in
@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 # The functions that start what a marker stands for, as "module:name".
-STACK = {"tests.servers:running_server", "tests.test_cli:seckill_up",
+STACK = {"tests.support.servers:running_server", "tests.test_cli:seckill_up",
          "tests.support.cli:seckill_up"}
 # The names a test runs the seckill script as a process by (stack with "up" or "drill").
 SCRIPT = {"SECKILL", "seckill_process"}

@@ -21,7 +21,7 @@ import psutil
 from edge.identity import mint_user_token
 from seckill.ops.stack.ports import free_listen_port
 from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, URL_KEY, iso
-from tests.servers import require_nginx
+from tests.support.servers import require_nginx
 from tests.test_cli import call, seckill_up
 
 
@@ -106,7 +106,7 @@ def user_token(uid: str) -> str:
 @contextlib.contextmanager
 def running_up(tmp: Path, *args: str, **env: str) -> Iterator[UpStack]:
     """``seckill up --admin-port <free> *args`` with nginx (the test fails or skips without it,
-    see :func:`tests.servers.require`), in development mode with the suite's secrets."""
+    see :func:`tests.support.servers.require`), in development mode with the suite's secrets."""
     require_nginx()
     admin_port = free_listen_port()
     data = tmp / "data"

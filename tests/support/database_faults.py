@@ -15,7 +15,7 @@ import threading
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from tests.relay import ChunkHook, Relay
+from tests.support.relay import ChunkHook, Relay
 
 UP, DOWN, HUNG = "up", "down", "hung"
 

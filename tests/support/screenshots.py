@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tests.servers import REPO_ROOT
+from tests.support.servers import REPO_ROOT
 
 ARTIFACTS = REPO_ROOT / "test-artifacts"
 DOCS = REPO_ROOT / "docs"

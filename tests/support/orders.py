@@ -34,7 +34,7 @@ from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
 from seckill.worker.orders import GROUP, OrdersWorker
 from seckill.worker.stop import StopFlag
-from tests.servers import REPO_ROOT, stop_process
+from tests.support.servers import REPO_ROOT, stop_process
 
 
 def wait_until(

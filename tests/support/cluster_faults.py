@@ -38,7 +38,7 @@ from seckill.store.plumbing.routing import slot_of
 from seckill.web.app import create_app
 from seckill.worker.groups import GROUP
 from tests.conftest import ADMIN, buy, gateway_env, user_headers
-from tests.faults import stored_orders
+from tests.support.orders import stored_orders
 
 
 @contextlib.contextmanager

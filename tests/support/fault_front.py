@@ -23,8 +23,8 @@ from pathlib import Path
 from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.ops.stack.ports import free_listen_port
 from tests.conftest import gateway_env
-from tests.relay import ChunkHook, Relay
-from tests.servers import NginxFront, gunicorn_server, nginx_server, running_server
+from tests.support.relay import ChunkHook, Relay
+from tests.support.servers import NginxFront, gunicorn_server, nginx_server, running_server
 
 _LINE = re.compile(rb"^([A-Z]+) (\S+) HTTP/1\.[01]\r\n")
 

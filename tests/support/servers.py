@@ -24,7 +24,7 @@ from pathlib import Path
 from seckill.ops.stack.embedded import die_with_parent
 from seckill.ops.stack.ports import free_listen_port
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ServerFailed(RuntimeError):

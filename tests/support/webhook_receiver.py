@@ -10,7 +10,7 @@ loopback port that verifies every request's Standard Webhooks signature with the
 Faults (``mode``): ``ok`` (204), ``500``, ``hang`` (no answer for ``hang_s`` seconds, then the
 connection is closed), ``close`` (the connection closed without an answer), ``slow`` (a 2xx
 after ``slow_s`` seconds), ``redirect`` (302 to another path), ``garbage`` (bytes that are no
-HTTP, then close). ``python -m tests.webhook_receiver --port N`` serves ``ok`` only, without
+HTTP, then close). ``python -m tests.support.webhook_receiver --port N`` serves ``ok`` only, without
 recording (the benchmark's receiver, in a process of its own).
 """
 
