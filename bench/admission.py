@@ -41,7 +41,7 @@ from bench.workloads import Setup, iso, new_id
 from bench.wrk import WrkResult, run_wrk
 from seckill.domain import admission
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.sale.queue import queue_keys
+from seckill.store.sale.admission.queue import queue_keys
 from tests.support.servers import nginx_server
 
 PAIRS = {  # measured: its baseline

@@ -3,9 +3,10 @@
     python -m bench.altcha_solve [--solves 7] [--maxnumber N ...] [--throttle 4]
                                  [--output bench/results/altcha_solve]
 
-Starts an embedded Valkey on 127.0.0.1 for ``seckill.store.sale.challenge.Challenges`` (every
-challenge is issued by ``Challenges.issue`` and every solution must pass
-``Challenges.verify``, so only working solves are timed), a static HTTP server on 127.0.0.1
+Starts an embedded Valkey on 127.0.0.1 for
+``seckill.store.sale.admission.challenge.Challenges`` (every challenge is issued by
+``Challenges.issue`` and every solution must pass ``Challenges.verify``, so only working
+solves are timed), a static HTTP server on 127.0.0.1
 over a temp folder holding a page and the vendored widget (``frontends/sale_page/vendor/altcha/``),
 and Debian's Chromium, headless, through Playwright (``/usr/bin/chromium``; never
 ``playwright install``). Each solve is a fresh ``<altcha-widget>`` given the challenge
@@ -48,8 +49,8 @@ import redis
 from bench.machine import describe, load_average
 from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.plumbing.keys import KeySpace
-from seckill.store.sale import challenge
-from seckill.store.sale.challenge import Challenges
+from seckill.store.sale.admission import challenge
+from seckill.store.sale.admission.challenge import Challenges
 
 REPO = Path(__file__).resolve().parent.parent
 VENDOR = REPO / "frontends" / "sale_page" / "vendor" / "altcha"
@@ -245,8 +246,8 @@ def report(results: dict[str, Any], command: str, steps: list[tuple[float, int]]
         f"{results['load_before']} / {results['load_after']}. Chromium {results['chromium']} "
         f"(Debian's, headless), `navigator.hardwareConcurrency` {results['hardware_concurrency']}."
         f" Widget: npm altcha {widget_version()} (`frontends/sale_page/vendor/altcha/altcha.js`). "
-        "Every challenge was issued by `seckill.store.sale.challenge.Challenges` and every "
-        f"solution passed its `verify`; {results['solves']} solves per cell, "
+        "Every challenge was issued by `seckill.store.sale.admission.challenge.Challenges` "
+        f"and every solution passed its `verify`; {results['solves']} solves per cell, "
         f"{results['seconds']:.0f} s in all.",
         "",
         "Modes: *the widget's workers*: the widget as shipped, one Web Worker per core, each "

@@ -4,9 +4,9 @@
 
 For each server setting (``appendfsync always`` / ``everysec``) and each gateway mode
 (``SECKILL_DURABILITY=none`` / ``local``), N distinct buyers purchase through
-:class:`seckill.store.sale.stock.Purchases` (the same code path as the HTTP handler, without HTTP),
-from T threads. Rounds alternate the modes; medians are reported with p50/p99 latency.
-Every run is bounded (N purchases); every server is private and stopped afterwards.
+:class:`seckill.store.sale.purchase.stock.Purchases` (the same code path as the HTTP handler,
+without HTTP), from T threads. Rounds alternate the modes; medians are reported with p50/p99
+latency. Every run is bounded (N purchases); every server is private and stopped afterwards.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from seckill.store.plumbing.durability import Durability
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.plumbing.writes import DurableRunner
-from seckill.store.sale.activities import ActivityStore
-from seckill.store.sale.borrowing import ShardedPurchases
-from seckill.store.sale.recovery import Restorer
-from seckill.store.sale.stock import Purchases
+from seckill.store.sale.activity.activities import ActivityStore
+from seckill.store.sale.activity.recovery import Restorer
+from seckill.store.sale.purchase.borrowing import ShardedPurchases
+from seckill.store.sale.purchase.stock import Purchases
 
 SECRET = "bench-secret-0123456789abcdef0123456789"
 

@@ -26,7 +26,7 @@ from seckill.domain.clock import now_ms
 from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.sale.activities import ActivityStore
+from seckill.store.sale.activity.activities import ActivityStore
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from seckill.domain.clock import now_ms
 from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import lua_source
-from seckill.store.sale.meta import meta_fields
+from seckill.store.sale.activity.meta import meta_fields
 
 PAUSE_CHECK = "if meta[paused_at] == '1' then\n  return {'paused'}\nend\n"
 PAUSE_FIELD = "meta_fields[paused_at] = 'paused'\n"

@@ -3,15 +3,15 @@
 Through HTTP on this 2-core machine a master decides a few hundred purchases per second, one
 per wake-up of its event loop, and each pays for its own socket read, reply and AOF ``fsync``:
 the CPU per purchase measured so is what a master costs when lightly loaded. Here the exact
-commands the gateway sends for a purchase (built by ``seckill.store.sale.stock.Purchases`` and
-``send_script`` through a wire that records instead of sending: EVALSHA of
-``lua/purchase.lua`` with the per-user rate counters, then WAITAOF 1 0) are written to the
-node pre-encoded over ``connections`` sockets from one thread (``selectors``), ``depth``
-purchases in flight on each (1: the gateway's shape, one purchase per connection at a time,
-each its own socket read on the node), and the replies read back with hiredis, so that the
-client costs little and the node has work waiting at every wake-up, as it would behind many
-gateway hosts. Every reply is checked (EVALSHA
-``ok``, WAITAOF ``1``); the run is bounded by ``purchases`` and by ``seconds``.
+commands the gateway sends for a purchase (built by
+``seckill.store.sale.purchase.stock.Purchases`` and ``send_script`` through a wire that records
+instead of sending: EVALSHA of ``lua/purchase.lua`` with the per-user rate counters, then
+WAITAOF 1 0) are written to the node pre-encoded over ``connections`` sockets from one thread
+(``selectors``), ``depth`` purchases in flight on each (1: the gateway's shape, one purchase
+per connection at a time, each its own socket read on the node), and the replies read back with
+hiredis, so that the client costs little and the node has work waiting at every wake-up, as it
+would behind many gateway hosts. Every reply is checked (EVALSHA ``ok``, WAITAOF ``1``); the
+run is bounded by ``purchases`` and by ``seconds``.
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ from seckill.store.plumbing.durability import Durability
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.plumbing.writes import DurableRunner
-from seckill.store.sale.activities import ActivityStore
-from seckill.store.sale.borrowing import ShardedPurchases
-from seckill.store.sale.recovery import Restorer
-from seckill.store.sale.stock import Purchases
+from seckill.store.sale.activity.activities import ActivityStore
+from seckill.store.sale.activity.recovery import Restorer
+from seckill.store.sale.purchase.borrowing import ShardedPurchases
+from seckill.store.sale.purchase.stock import Purchases
 
 PREFIX = "bsat"
 

@@ -35,7 +35,7 @@ from seckill.domain.activities import Activity
 from seckill.domain.clock import now_ms
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.sale.activities import ActivityStore
+from seckill.store.sale.activity.activities import ActivityStore
 
 OK = frozenset({"200"})
 GONE = frozenset({"410"})

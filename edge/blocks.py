@@ -1,9 +1,10 @@
 """The operator's blocks: a blocked buyer is refused on the purchase URL, the queue and the
 purchase, whatever they already hold (a signed URL, a queue admission, a drawn place).
 
-Right after the user filter, which names the account and the person behind it: the check is
-two lookups in this process's copy of the blocks (``seckill.store.sale.blocks``), no Redis call,
-no database call. A block on a person covers every account whose token names that person.
+Right after the user filter, which names the account and the person behind it: the check is two
+lookups in this process's copy of the blocks (``seckill.store.sale.admission.blocks``), no
+Redis call, no database call. A block on a person covers every account whose token names that
+person.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 -- lever.lua: an operator's lever (pause, resume, end) on one part of an activity, or the stamp
 -- of a restock already applied. The sale scripts read `paused` and `ends_ms` here, so a lever
--- is in force the moment this runs; the database follows it (seckill/store/sale/controls.py).
+-- is in force the moment this runs; the database follows it
+-- (seckill/store/sale/activity/controls.py).
 --
 -- KEYS[1]  seckill:{<tag>}:meta   the activity's own (part 0), or one of its parts
 -- ARGV[1]  the field: "paused", "ends_ms" or "total"

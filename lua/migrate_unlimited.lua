@@ -1,8 +1,8 @@
 -- migrate_unlimited.lua: give a meta hash written before the `unlimited` flag its flag, as the
--- database says (seckill/store/sale/recovery.py, Restorer.migrate). Before the flag, `remaining
--- -1` (and `total -1`) meant unlimited; a script cannot tell that from a limited activity whose
--- counter a torn AOF replay left at -1, so the gateway asks the database (total NULL: unlimited)
--- and writes the answer here.
+-- database says (seckill/store/sale/activity/recovery.py, Restorer.migrate). Before the flag,
+-- `remaining -1` (and `total -1`) meant unlimited; a script cannot tell that from a limited
+-- activity whose counter a torn AOF replay left at -1, so the gateway asks the database (total
+-- NULL: unlimited) and writes the answer here.
 --
 -- Kept: a shop's Redis keeps its meta hashes across upgrades (AOF, RDB, a restored backup), so
 -- one written by a gateway from before the flag can still be there; only the database knows

@@ -36,23 +36,23 @@ from seckill.store.plumbing.readonly import read_only_connection, read_only_engi
 from seckill.store.plumbing.routing import ClusterWire
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.plumbing.writes import DurableRunner
-from seckill.store.sale.activities import ActivityStore
-from seckill.store.sale.blocks import BlockWatch
-from seckill.store.sale.borrowing import ShardedPurchases
-from seckill.store.sale.cache import ActivityCache
-from seckill.store.sale.challenge import Challenges
-from seckill.store.sale.controls import SaleControls
-from seckill.store.sale.levers import LeverRecords
-from seckill.store.sale.orders import Orders
-from seckill.store.sale.part_counts import Parts
-from seckill.store.sale.payments import Payments
-from seckill.store.sale.queue import AdmissionQueue
-from seckill.store.sale.recovery import Restorer
-from seckill.store.sale.restocks import Restocks
-from seckill.store.sale.soldout import SoldOutBoard
+from seckill.store.sale.activity.activities import ActivityStore
+from seckill.store.sale.activity.cache import ActivityCache
+from seckill.store.sale.activity.controls import SaleControls
+from seckill.store.sale.activity.levers import LeverRecords
+from seckill.store.sale.activity.recovery import Restorer
+from seckill.store.sale.activity.restocks import Restocks
+from seckill.store.sale.admission.blocks import BlockWatch
+from seckill.store.sale.admission.challenge import Challenges
+from seckill.store.sale.admission.queue import AdmissionQueue
+from seckill.store.sale.orders.orders import Orders
+from seckill.store.sale.orders.payments import Payments
+from seckill.store.sale.orders.stats import StockStats
+from seckill.store.sale.purchase.borrowing import ShardedPurchases
+from seckill.store.sale.purchase.part_counts import Parts
+from seckill.store.sale.purchase.soldout import SoldOutBoard
+from seckill.store.sale.purchase.stock import Purchases
 from seckill.store.sale.state import SaleState
-from seckill.store.sale.stats import StockStats
-from seckill.store.sale.stock import Purchases
 
 
 def challenge_secret(settings: Settings) -> str:

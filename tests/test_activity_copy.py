@@ -1,6 +1,7 @@
 """``with_remaining``, the copy of an activity each gateway process makes after every purchase
-(``seckill.store.sale.cache``): the same object ``dataclasses.replace`` gives, for activities
-with every kind of field set. A unit test of a pure function (hypothesis draws the values)."""
+(``seckill.store.sale.activity.cache``): the same object ``dataclasses.replace`` gives, for
+activities with every kind of field set. A unit test of a pure function (hypothesis draws the
+values)."""
 
 from __future__ import annotations
 

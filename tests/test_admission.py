@@ -243,7 +243,7 @@ def test_the_queue_keys_share_the_activity_slot_and_a_rebuild_keeps_the_admissio
     same draw) and the operator's factor."""
     from redis.cluster import key_slot
 
-    from seckill.store.sale.queue import queue_keys
+    from seckill.store.sale.admission.queue import queue_keys
 
     services = app.extensions["seckill"]
     draw = queued_activity(client, "draw", total=2, starts_in=30)

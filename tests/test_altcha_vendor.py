@@ -1,9 +1,9 @@
 """The vendored ALTCHA widget (``frontends/sale_page/vendor/altcha/``, built by
 ``frontends/vendor/build.sh`` from the npm package pinned in
-``frontends/vendor/package-lock.json``): the files are there, the
-widget is the locked version and self-contained (no CDN, no import, its worker inlined), and in
-headless Chromium it solves a challenge of ``seckill.store.sale.challenge.Challenges`` that
-``Challenges.verify`` accepts; nginx serves it as JavaScript."""
+``frontends/vendor/package-lock.json``): the files are there, the widget is the locked version
+and self-contained (no CDN, no import, its worker inlined), and in headless Chromium it solves
+a challenge of ``seckill.store.sale.admission.challenge.Challenges`` that ``Challenges.verify``
+accepts; nginx serves it as JavaScript."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import urllib3
 from bench import altcha_solve
 from seckill.ops.stack.ports import free_listen_port
 from seckill.store.plumbing.keys import KeySpace
-from seckill.store.sale.challenge import Challenges
+from seckill.store.sale.admission.challenge import Challenges
 from tests.support.servers import REPO_ROOT, nginx_server
 
 VENDOR = REPO_ROOT / "frontends" / "sale_page" / "vendor" / "altcha"

@@ -1,8 +1,9 @@
-"""ALTCHA challenges (``seckill.store.sale.challenge``) on a real Valkey, one server and the
-cluster: a solution is accepted once, for its user and activity only, until it expires; malformed,
-tampered, forged and wrong solutions are refused (and do not use up the genuine one); the
-difficulty follows the issue rate, stepwise and monotonically; every key is in the activity's
-slot; Redis errors reach the caller. Solutions come from the altcha library's own solver."""
+"""ALTCHA challenges (``seckill.store.sale.admission.challenge``) on a real Valkey, one server
+and the cluster: a solution is accepted once, for its user and activity only, until it expires;
+malformed, tampered, forged and wrong solutions are refused (and do not use up the genuine
+one); the difficulty follows the issue rate, stepwise and monotonically; every key is in the
+activity's slot; Redis errors reach the caller. Solutions come from the altcha library's own
+solver."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ from seckill.domain import errors
 from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.plumbing.connection import close_client
 from seckill.store.plumbing.keys import KeySpace
-from seckill.store.sale import challenge
-from seckill.store.sale.challenge import Challenges
+from seckill.store.sale.admission import challenge
+from seckill.store.sale.admission.challenge import Challenges
 from tests.conftest import BOTH_BACKENDS, keys_of
 
 SECRET = "test-altcha-secret-0123456789abcdef"

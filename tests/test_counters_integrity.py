@@ -105,7 +105,7 @@ def test_sold_and_remaining_that_do_not_add_up_to_total_refuse(
     expect(buy(client, aid, "first"), 200)
     meta = KeySpace(prefix).meta(aid)
     rds.hincrby(meta, "remaining", 3)  # 12 + 1 != 10: three units counted twice
-    with caplog.at_level(logging.ERROR, logger="seckill.store.sale.stock"):
+    with caplog.at_level(logging.ERROR, logger="seckill.store.sale.purchase.stock"):
         for _ in range(3):
             inconsistent(buy(client, aid, "second"))
     said = [r.getMessage() for r in caplog.records if aid in r.getMessage()]

@@ -22,7 +22,7 @@ from werkzeug.serving import make_server
 
 from seckill.ops.drill.faults import Operator
 from seckill.store.plumbing.keys import KeySpace
-from seckill.store.sale.recovery import ORDERS_GROUP
+from seckill.store.sale.activity.recovery import ORDERS_GROUP
 from tests.conftest import ADMIN_TOKEN, create_activity
 
 

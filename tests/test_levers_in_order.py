@@ -27,7 +27,7 @@ from seckill.sql.engine import make_engine
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.parts import part_tags
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.sale.levers import LeverRecords
+from seckill.store.sale.activity.levers import LeverRecords
 from seckill.worker.levers import LeverCatchUp
 from seckill.worker.stop import StopFlag
 from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect, user_headers

@@ -19,8 +19,8 @@ import redis
 from seckill.domain.activities import Activity
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts, lua_source
-from seckill.store.sale.activities import ActivityStore
-from seckill.store.sale.meta import meta_fields
+from seckill.store.sale.activity.activities import ActivityStore
+from seckill.store.sale.activity.meta import meta_fields
 from tests.conftest import ADMIN, buy, create_activity, expect, keys_of, user_headers
 from tests.support.relay import ChunkHook, Relay
 

@@ -1,6 +1,7 @@
 """An activity's meta hash is stored by Redis as a hash table, never as a listpack: every
 purchase reads 13 to 16 of its fields, and a listpack finds each by scanning all of them
-(``seckill/store/sale/meta.py``'s ``LAYOUT``; measured with ``python -m bench.script_cost``).
+(``seckill/store/sale/activity/meta.py``'s ``LAYOUT``; measured with
+``python -m bench.script_cost``).
 For every kind of activity, each part of a sharded one, and a meta hash rebuilt from the
 database after Redis lost it. Single Valkey and the cluster.
 """

@@ -18,7 +18,7 @@ from flask import Flask
 
 from seckill.domain import packets
 from seckill.domain.activities import parse_new_activity
-from seckill.store.sale import catalog
+from seckill.store.sale.activity import catalog
 from tests.conftest import iso
 
 COUNT = 100_000

@@ -24,8 +24,8 @@ from seckill.domain.packets import split
 from seckill.sql import engine as db
 from seckill.sql.book import OrderBook
 from seckill.store.audit.reconcile import reconcile
-from seckill.store.sale.meta import meta_fields
-from seckill.store.sale.stock import Purchases
+from seckill.store.sale.activity.meta import meta_fields
+from seckill.store.sale.purchase.stock import Purchases
 from tests.conftest import (
     ADMIN,
     activity_stats,

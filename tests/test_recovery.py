@@ -25,7 +25,7 @@ from seckill.domain import errors
 from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.sale.recovery import Restorer
+from seckill.store.sale.activity.recovery import Restorer
 from tests.conftest import ADMIN, buy, iso, user_headers
 from tests.support.orders import built_worker, dedicated_valkey, drain, stored_orders
 
@@ -108,7 +108,7 @@ def test_flushall_during_a_sale_rebuilds_from_the_database(
     ], "a lost activity must say so, not 'sold out' nor 'unlimited'"
     assert rds.dbsize() == 0
 
-    caplog.set_level(logging.INFO, logger="seckill.store.sale.recovery")
+    caplog.set_level(logging.INFO, logger="seckill.store.sale.activity.recovery")
     crowd = [*stored, *unstored, *(f"new{i:02d}" for i in range(33))]
     gate = threading.Event()
 
@@ -142,7 +142,8 @@ def test_flushall_during_a_sale_rebuilds_from_the_database(
     assert (remaining, sold) == (0, total)
     assert rds.hlen(_key(prefix, aid, "buyers")) == total
 
-    rebuilds = [r.getMessage() for r in caplog.records if r.name == "seckill.store.sale.recovery"]
+    rebuilds = [r.getMessage() for r in caplog.records
+                if r.name == "seckill.store.sale.activity.recovery"]
     assert len([m for m in rebuilds if "rebuilt from the database" in m]) == 1, rebuilds
     assert not [m for m in rebuilds if "already present" in m], rebuilds
 

@@ -37,8 +37,8 @@ from seckill.store.plumbing.connection import close_client
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.parts import home_part, part_tags
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.sale.activities import ActivityStore
-from seckill.store.sale.borrowing import ShardedPurchases
+from seckill.store.sale.activity.activities import ActivityStore
+from seckill.store.sale.purchase.borrowing import ShardedPurchases
 from tests.conftest import connect, iso
 
 USERS = st.sampled_from([f"user{i}" for i in range(8)])

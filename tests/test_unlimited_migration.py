@@ -6,7 +6,7 @@ limited one stays limited, and a limited one that reads -1 refuses as inconsiste
 
 ``V2`` is a frozen copy of the fields the gateway wrote before the flag
 (``Activity.redis_fields`` and ``part_fields`` of commit e335bfa, now
-``seckill.store.sale.meta``): the test writes them by
+``seckill.store.sale.activity.meta``): the test writes them by
 hand, as that code did, never through today's code."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Activities: what is on sale, when, and how much of it; validated and stored (each
-process's copies of them: ``seckill.store.sale.cache``)."""
+process's copies of them: ``seckill.store.sale.activity.cache``)."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ class Activity:
     # (seckill/store/plumbing/parts.py); the activity's numbers are always the whole's.
     shards: int = 1
     # Seconds a buyer has to pay after a purchase (0: a purchase is final). An order unpaid
-    # at its pay_by expires and its units go back on sale (seckill/store/sale/payments.py).
+    # at its pay_by expires and its units go back on sale (seckill/store/sale/orders/payments.py).
     payment_window: int = 0
     # Who may buy, in which order (seckill/domain/admission.py): first_come, queue or draw;
     # when the queue opens; whether joining needs a solved proof-of-work challenge; and the
@@ -102,7 +102,7 @@ class Activity:
     sold: int | None = None
     # Read from a meta hash written before its ``unlimited`` flag (``remaining -1`` meant
     # unlimited then): the copy shows its raw counters until the database has been asked
-    # (seckill.store.sale.recovery.Restorer.migrate).
+    # (seckill.store.sale.activity.recovery.Restorer.migrate).
     unflagged: bool = False
     # A rehearsal (``seckill drill --target``): sells like any other, but is left out of the
     # metrics, the console's totals and anything sent to the shop.
@@ -196,7 +196,7 @@ _REMAINING = _FIELDS.index("remaining")
 def with_remaining(activity: Activity, remaining: int | None) -> Activity:
     """``dataclasses.replace(activity, remaining=remaining)``, the same object, at a fraction
     of the cost: each process's copy of an activity takes the script's ``remaining`` after
-    every purchase (``seckill.store.sale.cache``), and replace checks each field again
+    every purchase (``seckill.store.sale.activity.cache``), and replace checks each field again
     (bench/results/domain-fast-paths.md)."""
     values = list(_VALUES(activity))
     values[_REMAINING] = remaining

@@ -4,8 +4,8 @@ activity or on every activity.
 
 What a block is and what may be asked of the operator's API about it, validated here once for
 both doors (the admin API and the ``seckill`` command). Where blocks are kept and how every
-process hears of them: ``seckill.sql.blocks`` and ``seckill.store.sale.blocks``; the refusal
-itself: ``edge.blocks``.
+process hears of them: ``seckill.sql.blocks`` and ``seckill.store.sale.admission.blocks``; the
+refusal itself: ``edge.blocks``.
 """
 
 from __future__ import annotations

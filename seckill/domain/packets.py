@@ -2,9 +2,9 @@
 
 Every packet is >= 1 cent and they sum to the amount exactly. The split is a pure function of
 ``(amount, count, seed)``, so that a rebuild re-derives the packets from the seed stored with
-the activity (``seckill.store.sale.recovery``); its draws come from a keyed hash, so that the
-amounts users see tell nothing of the packets left. Pushing them into Redis is
-``seckill.store.sale.activities``'s. The method and the choice of hash: docs/internals.md.
+the activity (``seckill.store.sale.activity.recovery``); its draws come from a keyed hash, so
+that the amounts users see tell nothing of the packets left. Pushing them into Redis is
+``seckill.store.sale.activity.activities``'s. The method and the choice of hash: docs/internals.md.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ def is_variant_id(value: object) -> bool:
 
 
 # An activity's variant ids, built once per tuple of its variants: a process's copy of an
-# activity keeps one tuple while its counters change (seckill/store/sale/cache.py), and a
+# activity keeps one tuple while its counters change (seckill/store/sale/activity/cache.py), and a
 # purchase then finds its variant in one set lookup, not a scan of a drop's hundred variants
 # (bench/results/domain-fast-paths.md). Keyed by the tuple's id(), with
 # the tuple itself kept beside its ids: while it is kept, no other object can take that id.

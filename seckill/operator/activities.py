@@ -10,8 +10,8 @@ from seckill.domain.activities import MAX_TOTAL, Activity, parse_edit, parse_new
 from seckill.domain.packets import Progress
 from seckill.domain.people import BY_PERSON
 from seckill.services import Services
-from seckill.store.sale import catalog
-from seckill.store.sale.controls import MAX_PAGE
+from seckill.store.sale.activity import catalog
+from seckill.store.sale.activity.controls import MAX_PAGE
 
 __all__ = ["MAX_PAGE", "checked_add", "create", "current", "edit", "find", "new_activity",
            "page", "restock", "restock_variant"]

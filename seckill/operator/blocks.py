@@ -1,6 +1,6 @@
 """The operator's blocks: block a buyer (an account, or the person behind accounts) on one
 activity or on all, lift a block, list them. Kept in the database; every gateway process
-refuses the blocked within a second (``seckill.store.sale.blocks``), this one at once."""
+refuses the blocked within a second (``seckill.store.sale.admission.blocks``), this one at once."""
 
 from __future__ import annotations
 

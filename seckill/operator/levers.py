@@ -1,6 +1,6 @@
 """The operator's levers on a live sale: pause, resume, end now, and a queue's admission
 factor. Each takes effect in Redis first, in the order the operator sent them, then in the
-database, and is heard by every process within a second (``seckill.store.sale.controls``);
+database, and is heard by every process within a second (``seckill.store.sale.activity.controls``);
 each returns the activity as it is after the change. ``sent_ms``: when the operator's command
 arrived (default: now); of two commands, the one sent later stands."""
 

@@ -69,7 +69,8 @@ activities = sa.Table(
     sa.Column("sold_out_ms", sa.BigInteger, nullable=True),
     # The version of the operator's lever that last set paused, ends_ms and total (NULL:
     # none since creation): a lever is written only over an older one, so a write that
-    # arrives late never reverses a later command (lua/lever.lua, seckill/store/sale/levers.py).
+    # arrives late never reverses a later command (lua/lever.lua,
+    # seckill/store/sale/activity/levers.py).
     sa.Column("paused_v", sa.BigInteger, nullable=True),
     sa.Column("ends_v", sa.BigInteger, nullable=True),
     sa.Column("total_v", sa.BigInteger, nullable=True),

@@ -39,7 +39,7 @@ from seckill.domain.admission import DRAW
 from seckill.domain.clock import now_ms
 from seckill.domain.people import buyer
 from seckill.domain.variants import parse_purchase as parse_variant_purchase
-from seckill.store.sale.queue import AdmissionQueue
+from seckill.store.sale.admission.queue import AdmissionQueue
 from seckill.store.sale.state import SaleState
 from seckill.web.body import (
     WSGIEnviron,
@@ -107,7 +107,7 @@ def _query(environ: WSGIEnviron) -> dict[str, str]:
 
 
 class ChallengeCheck(Protocol):
-    """The proof-of-work check of a join (``seckill.store.sale.challenge``)."""
+    """The proof-of-work check of a join (``seckill.store.sale.admission.challenge``)."""
 
     def verify(self, aid: str, uid: str, payload: object) -> None:
         """Return if ``payload`` is a good, unused solution of this user's challenge; raise

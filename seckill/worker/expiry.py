@@ -1,6 +1,6 @@
 """The payment window's expiry (``lua/expire.lua``), run by every orders worker in a thread of
 its own: every ``EXPIRY_INTERVAL`` it expires the held orders past their pay_by on every
-activity with a window (``seckill.store.sale.payments`` says how holds work).
+activity with a window (``seckill.store.sale.orders.payments`` says how holds work).
 
 Why in the worker: it already runs wherever orders are stored, under ``seckill up``'s
 supervision (restarted when it dies), with the Redis and database connections this needs; a
@@ -21,7 +21,7 @@ from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.parts import part_tags
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.plumbing.storage import RefusalNotice, refuses_writes
-from seckill.store.sale.recovery import Restorer
+from seckill.store.sale.activity.recovery import Restorer
 from seckill.worker.stop import StopFlag
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from redis.commands.core import Script
 
 from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.sale.recovery import ORDERS_GROUP as GROUP
+from seckill.store.sale.activity.recovery import ORDERS_GROUP as GROUP
 
 
 def trim(client: Client, stream: str) -> None:

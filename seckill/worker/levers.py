@@ -1,6 +1,6 @@
 """The database catching up with the operator's levers: a pause, an end or a restock that took
 effect in the sale while the database was away is recorded once it answers
-(``seckill.store.sale.levers``), in the orders worker, which writes the database anyway."""
+(``seckill.store.sale.activity.levers``), in the orders worker, which writes the database anyway."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 import redis
 
 from seckill.store.plumbing.storage import RefusalNotice, refuses_writes
-from seckill.store.sale.levers import LeverRecords
+from seckill.store.sale.activity.levers import LeverRecords
 from seckill.worker.stop import StopFlag
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from seckill.sql.sealing import Keyring
 from seckill.store.plumbing.connection import Client, is_cluster, make_cluster, make_pool
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.sale.levers import LeverRecords
+from seckill.store.sale.activity.levers import LeverRecords
 from seckill.worker.expiry import Expirer
 from seckill.worker.levers import LeverCatchUp
 from seckill.worker.options import WorkerOptions

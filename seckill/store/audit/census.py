@@ -29,11 +29,11 @@ from seckill.store.plumbing.connection import Client, address_of, is_cluster_cli
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.parts import part_tags
 from seckill.store.plumbing.storage import refuses_writes
-from seckill.store.sale.controls import SaleControls
-from seckill.store.sale.payments import Payments
-from seckill.store.sale.queue import AdmissionQueue
-from seckill.store.sale.recovery import ORDERS_GROUP
-from seckill.store.sale.stats import StockStats
+from seckill.store.sale.activity.controls import SaleControls
+from seckill.store.sale.activity.recovery import ORDERS_GROUP
+from seckill.store.sale.admission.queue import AdmissionQueue
+from seckill.store.sale.orders.payments import Payments
+from seckill.store.sale.orders.stats import StockStats
 
 log = logging.getLogger(__name__)
 

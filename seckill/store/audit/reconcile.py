@@ -27,7 +27,7 @@ from seckill.domain.orders import (
 from seckill.store.audit.reconcile_parts import reconcile_parts
 from seckill.store.audit.told import IN_FLIGHT_LIMIT, orders_in_flight, told_by_redis
 from seckill.store.audit.variant_audit import variant_differences
-from seckill.store.sale.recovery import (
+from seckill.store.sale.activity.recovery import (
     LOCK_TTL_MS,
     ORDERS_GROUP,
     Restorer,

@@ -33,8 +33,8 @@ from seckill.domain.orders import (
 from seckill.store.audit.told import orders_in_flight, told_by_redis
 from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.parts import part_tags
-from seckill.store.sale.activities import PART_FIELDS
-from seckill.store.sale.recovery import LOCK_TTL_MS, ORDERS_GROUP, Restorer, rebuild_parts
+from seckill.store.sale.activity.activities import PART_FIELDS
+from seckill.store.sale.activity.recovery import LOCK_TTL_MS, ORDERS_GROUP, Restorer, rebuild_parts
 
 # A claim or a transfer younger than this may belong to a purchase still under way: left
 # alone. (lua/settle.lua refuses claims older than 60 s, so past this none can settle.)
@@ -162,10 +162,10 @@ def reconcile_parts(restorer: Restorer, activity: Activity, repair: bool) -> dic
 
 
 def rebuild_disagreeing(restorer: Restorer, activity: Activity, tags: list[str]) -> None:
-    """Rebuild the parts whose counters disagree from the database, as if Redis had lost
-    them (``seckill.store.sale.recovery.rebuild_parts``: the other parts are kept as they are),
-    under the rebuild lock. Call only once their streams are drained (their buyers come back
-    from the database)."""
+    """Rebuild the parts whose counters disagree from the database, as if Redis had lost them
+    (``seckill.store.sale.activity.recovery.rebuild_parts``: the other parts are kept as they
+    are), under the rebuild lock. Call only once their streams are drained (their buyers come
+    back from the database)."""
     keys, client, aid = restorer.keys, restorer.client, activity.id
     lock, token = keys.rebuild_lock(aid), secrets.token_hex(16)
     if not client.set(lock, token, nx=True, px=LOCK_TTL_MS):

@@ -12,7 +12,7 @@ import redis
 from seckill.domain.orders import CANCELLED, CONFIRMED, PENDING, Told
 from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace, split_buyer_entry
-from seckill.store.sale.recovery import CHUNK, ORDERS_GROUP
+from seckill.store.sale.activity.recovery import CHUNK, ORDERS_GROUP
 
 # At most this many stream entries are read to know which orders are in flight.
 IN_FLIGHT_LIMIT = 100_000

@@ -14,7 +14,7 @@ from seckill.domain.orders import StoredOrder
 from seckill.domain.variants import Variant, with_sold
 from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace
-from seckill.store.sale.meta import variants_from_meta
+from seckill.store.sale.activity.meta import variants_from_meta
 
 
 def _numbers(variant: Variant | None) -> dict[str, int] | None:

@@ -188,7 +188,7 @@ class KeySpace:
     def challenges_issued(self, aid: str, second: int) -> str:
         """Counter (a few seconds' life): the proof-of-work challenges issued for the activity
         in one second of the gateway's clock; their rate sets the next ones' difficulty
-        (``seckill/store/sale/challenge.py``)."""
+        (``seckill/store/sale/admission/challenge.py``)."""
         return f"{self.prefix}:{{{aid}}}:altcha-issued:{second}"
 
     def challenge_used(self, aid: str, signature: str) -> str:

@@ -62,7 +62,7 @@ class Scripts:
         self.confirm: Script = client.register_script(lua_source("confirm"))
         self.unlock: Script = client.register_script(lua_source("unlock"))
         self.restock: Script = client.register_script(lua_source("restock"))
-        # The operator's levers, in the order sent (seckill/store/sale/controls.py).
+        # The operator's levers, in the order sent (seckill/store/sale/activity/controls.py).
         self.lever: Script = client.register_script(lua_source("lever"))
         self.lever_recorded: Script = client.register_script(lua_source("lever_recorded"))
         self.rate_limit: Script = client.register_script(lua_source("rate_limit"))
@@ -72,13 +72,14 @@ class Scripts:
         self.settle: Script = client.register_script(lua_source("settle"))
         self.receive: Script = client.register_script(lua_source("receive"))
         self.release_claim: Script = client.register_script(lua_source("release_claim"))
-        # The payment window (seckill/store/sale/payments.py).
+        # The payment window (seckill/store/sale/orders/payments.py).
         self.pay: Script = client.register_script(lua_source("pay"))
         self.expire: Script = client.register_script(lua_source("expire"))
-        # Fair admission (seckill/store/sale/queue.py).
+        # Fair admission (seckill/store/sale/admission/queue.py).
         self.queue_join: Script = client.register_script(lua_source("queue_join"))
         self.queue_status: Script = client.register_script(lua_source("queue_status"))
         # The orders worker's upkeep of its consumer group (seckill/worker/groups.py).
         self.forget_consumers: Script = client.register_script(lua_source("forget_consumers"))
-        # A meta hash from before the `unlimited` flag gets it (seckill/store/sale/recovery.py).
+        # A meta hash from before the `unlimited` flag gets it
+        # (seckill/store/sale/activity/recovery.py).
         self.migrate_unlimited: Script = client.register_script(lua_source("migrate_unlimited"))

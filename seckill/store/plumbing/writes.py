@@ -57,7 +57,7 @@ class DurableRunner:
         # The masters whose last wait found no replica (``replica`` only; this process's view).
         self.stops = ReplicaStops(client, min(durability.timeout_ms, PROBE_WAIT_MS))
         # Puts the activity back into Redis from the database; False if the database does
-        # not know it either (``seckill.store.sale.recovery.Restorer.ensure``).
+        # not know it either (``seckill.store.sale.activity.recovery.Restorer.ensure``).
         self.ensure = ensure
 
     def run(self, script: Any, keys: list[str], args: list[Any],

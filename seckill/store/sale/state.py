@@ -1,10 +1,10 @@
 """What this process knows of each sale, and the purchase that updates it.
 
 It is the sale as the edge reads it (:class:`edge.sale.Sale`): the activity copies
-(``seckill.store.sale.cache``), the sold-out flags (``seckill.store.sale.soldout``) and the per-user
-rate counters of the hot routes. And it is where the hot routes buy: a purchase goes to the
-stock script, and its answer is folded into the copy and the flag at once, with no extra
-round trip.
+(``seckill.store.sale.activity.cache``), the sold-out flags
+(``seckill.store.sale.purchase.soldout``) and the per-user rate counters of the hot routes. And
+it is where the hot routes buy: a purchase goes to the stock script, and its answer is folded
+into the copy and the flag at once, with no extra round trip.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from seckill.domain.variants import Items
 from seckill.store.plumbing.connection import ScriptWire
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.storage import RefusalNotice, refuses_writes
-from seckill.store.sale.cache import ActivityCache
-from seckill.store.sale.queue import AdmissionQueue
-from seckill.store.sale.soldout import SoldOutBoard
-from seckill.store.sale.stock import Purchases
+from seckill.store.sale.activity.cache import ActivityCache
+from seckill.store.sale.admission.queue import AdmissionQueue
+from seckill.store.sale.purchase.soldout import SoldOutBoard
+from seckill.store.sale.purchase.stock import Purchases
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,8 @@ class SaleState:
         self.rate_script = rate_script
         self.rates = rates
         self._rate_args: list[int] = [n for rate in rates for n in rate]
-        self.queue = queue  # a queue or draw activity's admissions (seckill.store.sale.queue)
+        # A queue or draw activity's admissions (seckill.store.sale.admission.queue).
+        self.queue = queue
         # The counters are writes: a full disk refuses every request's, for minutes.
         self._storage = RefusalNotice(log, "rate limits are not checked (fails open)")
 

@@ -8,7 +8,7 @@ Only the create, the stock and the stats count against ``SECKILL_ADMIN_RATE``'s 
 budget (``limits.operator_call``): the list, the edit and the levers stay outside it, so an
 operator who spent it can still stop a sale. Each lever answers with the activity as it is
 after the change; every gateway process follows it within a second
-(``seckill.store.sale.controls``)."""
+(``seckill.store.sale.activity.controls``)."""
 
 from __future__ import annotations
 

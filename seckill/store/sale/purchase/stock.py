@@ -24,7 +24,7 @@ from seckill.domain.variants import Items, encode_items
 from seckill.store.plumbing.keys import KeySpace, split_buyer_entry
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.plumbing.writes import LOST, DurableRunner, FollowUp
-from seckill.store.sale.borrowing import INCONSISTENT, ShardedPurchases
+from seckill.store.sale.purchase.borrowing import INCONSISTENT, ShardedPurchases
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +54,10 @@ class Purchases:
         (``lua/grab.lua``). ``kind`` is what the caller's copy of the activity says; each script
         checks it, and a copy that was wrong costs one more round trip, never a wrong sale.
         ``shards`` (fixed at creation): a sharded activity buys on the buyer's home part
-        (``seckill.store.sale.borrowing``); ``remaining`` is then that part's, not the whole's.
+        (``seckill.store.sale.purchase.borrowing``); ``remaining`` is then that part's, not the
+        whole's.
         ``window`` (a payment window, seconds; fixed at creation): the scripts get its keys,
-        and the order is held until paid (``seckill.store.sale.payments``). ``buyer``: who
+        and the order is held until paid (``seckill.store.sale.orders.payments``). ``buyer``: who
         buys, when not ``uid`` (a person-limited activity's person key, seckill/domain/
         people.py); the rate limit still counts the account. ``deadline_ms`` (epoch ms, 0:
         none): past it on Redis's clock the script decides nothing (503 ``expired``)."""

@@ -26,7 +26,7 @@ from seckill.store.plumbing.connection import Client, ScriptWire, unavailable
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.plumbing.writes import FollowUp
-from seckill.store.sale.recovery import Restorer
+from seckill.store.sale.activity.recovery import Restorer
 
 log = logging.getLogger(__name__)
 _NOT_A_VIEW = frozenset({"uninitialized", "first_come"})  # what _run raises for

@@ -18,8 +18,8 @@ from seckill.store.plumbing.connection import Client, unavailable
 from seckill.store.plumbing.keys import KeySpace, split_buyer_entry
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.plumbing.writes import DurableRunner
-from seckill.store.sale.borrowing import ShardedPurchases, numbers
-from seckill.store.sale.part_counts import Parts
+from seckill.store.sale.purchase.borrowing import ShardedPurchases, numbers
+from seckill.store.sale.purchase.part_counts import Parts
 
 log = logging.getLogger(__name__)
 

@@ -41,8 +41,8 @@ from seckill.store.plumbing.connection import Client, unavailable
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.plumbing.writes import DurableRunner
-from seckill.store.sale.orders import Orders
-from seckill.store.sale.part_counts import Parts
+from seckill.store.sale.orders.orders import Orders
+from seckill.store.sale.purchase.part_counts import Parts
 
 log = logging.getLogger(__name__)
 

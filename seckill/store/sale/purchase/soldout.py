@@ -28,7 +28,7 @@ from seckill.domain.variants import Items
 from seckill.store.plumbing.connection import Client, background_client, close_client
 from seckill.store.plumbing.keys import KeySpace, split_buyer_entry
 from seckill.store.plumbing.parts import part_tags
-from seckill.store.sale.variant_flags import VariantFlags
+from seckill.store.sale.purchase.variant_flags import VariantFlags
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.parts import part_tags, split_units
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.sale.meta import activity_from_meta, meta_fields, part_fields
+from seckill.store.sale.activity.meta import activity_from_meta, meta_fields, part_fields
 
 # What each part of a sharded activity adds to the whole: the activity's total is the sum of
 # (total + lent - borrowed) over the parts (units in transit between two parts count), and

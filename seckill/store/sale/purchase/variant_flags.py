@@ -2,7 +2,7 @@
 unit left, this process remembers it, with the activity's buyers, and answers the next
 purchases of that variant itself, with no Redis call: 409 ``already_purchased`` (their order
 id) to a buyer, 409 ``variant_sold_out`` (``remaining: 0``) to anyone else. The whole
-activity's flag is :class:`seckill.store.sale.soldout.SoldOutBoard`'s own, unchanged: the
+activity's flag is :class:`seckill.store.sale.purchase.soldout.SoldOutBoard`'s own, unchanged: the
 activity's ``remaining`` is its variants' sum, so it goes up only when every variant is gone.
 
 Kept honest the board's way, by the board's threads: a unit that comes back to a variant
@@ -36,7 +36,7 @@ import redis
 from seckill.domain import errors
 from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace, split_buyer_entry
-from seckill.store.sale.meta import variant_field
+from seckill.store.sale.activity.meta import variant_field
 
 log = logging.getLogger(__name__)
 

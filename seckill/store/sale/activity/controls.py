@@ -1,7 +1,7 @@
 """The operator's levers on a live sale: pause, resume, end now; and the list of activities.
 
 A lever takes effect in the sale first: every part's meta hash, in the order the operator sent
-the levers (``seckill.store.sale.levers``: the sale scripts read ``paused`` and ``ends_ms``
+the levers (``seckill.store.sale.activity.levers``: the sale scripts read ``paused`` and ``ends_ms``
 there, so a process with a stale copy still cannot sell); then the database records it, never
 over a later lever; then it is announced on the channel every process listens to, which drops
 their copies: the next request loads the new state. Should the announcement be lost, each
@@ -22,10 +22,10 @@ from seckill.domain.clock import iso_from_ms, now_ms
 from seckill.sql.book import OrderBook
 from seckill.store.plumbing.connection import unavailable
 from seckill.store.plumbing.parts import part_tags
-from seckill.store.sale.activities import ActivityStore
-from seckill.store.sale.levers import ENDS, PAUSED, LeverRecords
-from seckill.store.sale.meta import activity_from_meta
-from seckill.store.sale.recovery import Restorer
+from seckill.store.sale.activity.activities import ActivityStore
+from seckill.store.sale.activity.levers import ENDS, PAUSED, LeverRecords
+from seckill.store.sale.activity.meta import activity_from_meta
+from seckill.store.sale.activity.recovery import Restorer
 
 log = logging.getLogger(__name__)
 

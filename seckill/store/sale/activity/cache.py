@@ -11,8 +11,8 @@ from seckill.domain import errors
 from seckill.domain.activities import Activity, is_activity_id, with_remaining
 from seckill.domain.variants import Items
 from seckill.store.plumbing.connection import background_client, close_client
-from seckill.store.sale.activities import ActivityStore
-from seckill.store.sale.meta import activity_from_meta
+from seckill.store.sale.activity.activities import ActivityStore
+from seckill.store.sale.activity.meta import activity_from_meta
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class ActivityCache:
         self.store = store
         self.interval = interval
         # Called when Redis has no meta for an id: rebuilds it from the database if the
-        # database knows it (see seckill.store.sale.recovery); returns whether it exists.
+        # database knows it (see seckill.store.sale.activity.recovery); returns whether it exists.
         self.restore = restore
         self._copies: dict[str, _Copy] = {}
         self._first_loads: dict[str, _FirstLoad] = {}
@@ -187,7 +187,8 @@ class ActivityCache:
             activity = self.store.load(aid)
         elif activity is not None and activity.unflagged and self.restore is not None:
             # Stored before the unlimited flag: the restorer asks the database which it is
-            # (seckill.store.sale.recovery.Restorer.migrate), once, on this process's first copy.
+            # (seckill.store.sale.activity.recovery.Restorer.migrate), once, on this process's
+            # first copy.
             try:
                 self.restore(aid)
                 activity = self.store.load(aid)

@@ -11,7 +11,7 @@ from seckill.sql.book import OrderBook
 from seckill.store.plumbing.connection import Client, unavailable
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.parts import home_part, part_tags
-from seckill.store.sale.recovery import part_of_order
+from seckill.store.sale.activity.recovery import part_of_order
 
 
 class Parts:

@@ -30,7 +30,7 @@ from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.parts import home_part, part_tags, split_units
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.sale.activities import PART_FIELDS
+from seckill.store.sale.activity.activities import PART_FIELDS
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class ShardedPurchases:
                  rates: Sequence[tuple[int, int]], window: int = 0,
                  buyer: str | None = None, deadline_ms: int = 0) -> list[Any]:
         """The final script reply of one purchase (purchase.lua's, or settle.lua's after a
-        borrow), for ``seckill.store.sale.stock`` to turn into an outcome. ``buyer`` (a
+        borrow), for ``seckill.store.sale.purchase.stock`` to turn into an outcome. ``buyer`` (a
         person's key; default ``uid``) has the home part, so that all the accounts of one
         person meet there; the rate limit counts ``uid``. ``deadline_ms``: past it (Redis's
         clock), neither the home part's purchase nor its settlement decides anything.

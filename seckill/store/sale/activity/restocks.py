@@ -16,9 +16,9 @@ from seckill.store.plumbing.connection import Client, unavailable
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.plumbing.writes import DurableRunner
-from seckill.store.sale.borrowing import ShardedPurchases, numbers, restock_refusal
-from seckill.store.sale.levers import LeverRecords
-from seckill.store.sale.part_counts import Parts
+from seckill.store.sale.activity.levers import LeverRecords
+from seckill.store.sale.purchase.borrowing import ShardedPurchases, numbers, restock_refusal
+from seckill.store.sale.purchase.part_counts import Parts
 
 log = logging.getLogger(__name__)
 

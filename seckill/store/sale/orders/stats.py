@@ -13,9 +13,9 @@ from seckill.domain.variants import stats_body
 from seckill.sql.book import OrderBook
 from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace
-from seckill.store.sale.borrowing import ShardedPurchases, numbers, parts_of
-from seckill.store.sale.meta import variants_from_meta
-from seckill.store.sale.part_counts import Parts
+from seckill.store.sale.activity.meta import variants_from_meta
+from seckill.store.sale.purchase.borrowing import ShardedPurchases, numbers, parts_of
+from seckill.store.sale.purchase.part_counts import Parts
 
 
 @dataclasses.dataclass(eq=False)

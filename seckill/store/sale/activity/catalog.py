@@ -9,7 +9,7 @@ from seckill.domain import errors
 from seckill.domain.activities import Activity
 from seckill.domain.packets import Progress
 from seckill.sql.book import OrderBook
-from seckill.store.sale.activities import ActivityStore
+from seckill.store.sale.activity.activities import ActivityStore
 
 
 def create_activity(

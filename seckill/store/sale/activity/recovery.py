@@ -35,8 +35,8 @@ from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import CONFIRMED_SUFFIX, KeySpace
 from seckill.store.plumbing.parts import part_tags
 from seckill.store.plumbing.scripts import Scripts
-from seckill.store.sale.activities import PART_FIELDS, ActivityStore
-from seckill.store.sale.meta import meta_fields, part_fields, set_field
+from seckill.store.sale.activity.activities import PART_FIELDS, ActivityStore
+from seckill.store.sale.activity.meta import meta_fields, part_fields, set_field
 
 log = logging.getLogger(__name__)
 
