@@ -1,10 +1,16 @@
 """Red-envelope packets: splitting an amount into packets, "double average", in integer cents.
 
-Every packet is >= 1 cent and they sum to the amount exactly. The split is a pure function of
-``(amount, count, seed)``, so that a rebuild re-derives the packets from the seed stored with
-the activity (``seckill.store.sale.activity.recovery``); its draws come from a keyed hash, so
-that the amounts users see tell nothing of the packets left. Pushing them into Redis is
-``seckill.store.sale.activity.activities``'s. The method and the choice of hash: docs/internals.md.
+The method: while ``k`` packets are left to split from ``rest`` cents, the next one is uniform in
+``[1, 2 * rest // k]`` (its mean is the remaining average), capped so that every packet after it
+can still hold 1 cent; the last one takes what is left. Every packet is >= 1 cent and they sum
+to the amount exactly.
+
+The split is a pure function of ``(amount, count, seed)``: the seed, stored with the activity in
+the database, is all a rebuild needs to re-derive the packets
+(``seckill.store.sale.activity.recovery``). The draws come from keyed BLAKE2b in counter mode
+rather than ``random.Random``: the amounts users see must tell them nothing about the packets
+still in the list (Mersenne Twister's state can be recovered from its outputs; a keyed hash's
+cannot). Pushing the packets into Redis is ``seckill.store.sale.activity.activities``'s.
 """
 
 from __future__ import annotations
