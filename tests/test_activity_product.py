@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import ADMIN, BOTH_BACKENDS, create_activity, expect, iso
+from tests.support.api import create_activity, expect
+from tests.support.backends import BOTH_BACKENDS
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN
 
 pytestmark = pytest.mark.database
 

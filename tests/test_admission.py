@@ -14,7 +14,6 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.conftest import ADMIN, BOTH_BACKENDS, expect, iso, user_headers
 from tests.support.admission import (
     buy_admitted,
     independent_order,
@@ -26,6 +25,10 @@ from tests.support.admission import (
     wait_for_start,
     wait_past,
 )
+from tests.support.api import expect
+from tests.support.backends import BOTH_BACKENDS
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, user_headers
 
 pytestmark = BOTH_BACKENDS
 

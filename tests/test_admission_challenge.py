@@ -9,8 +9,10 @@ import json
 
 from flask.testing import FlaskClient
 
-from tests.conftest import BOTH_BACKENDS, expect, user_headers
 from tests.support.admission import join, queued_activity
+from tests.support.api import expect
+from tests.support.backends import BOTH_BACKENDS
+from tests.support.tokens import user_headers
 from tests.test_challenge import solve
 
 pytestmark = BOTH_BACKENDS

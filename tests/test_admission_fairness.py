@@ -28,8 +28,10 @@ from flask import Flask
 from seckill.config import Settings
 from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.web.app import create_app
-from tests.conftest import expect, gateway_env, user_headers
 from tests.support.admission import queued_activity, wait_for_start
+from tests.support.api import expect
+from tests.support.gateway import gateway_env
+from tests.support.tokens import user_headers
 
 SALES = 20
 UNITS = 50

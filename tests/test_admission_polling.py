@@ -8,8 +8,8 @@ from typing import Any
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.conftest import expect
 from tests.support.admission import join, poll, queued_activity, wait_for_start
+from tests.support.api import expect
 
 
 def test_a_poll_is_one_round_trip(client: FlaskClient, app: Flask, rds: Any) -> None:

@@ -15,11 +15,12 @@ from typing import Any
 from flask.testing import FlaskClient
 
 from seckill.ops.stack.embedded import EmbeddedValkey
-from tests.conftest import ADMIN, buy, create_activity, expect, user_headers
 from tests.support.admission import join, poll, queued_activity, wait_for_start
+from tests.support.api import buy, create_activity, expect
 from tests.support.cli import assert_one_line_error, seckill
 from tests.support.command_counts import Counts, commands_by_connection, observer  # noqa: F401
-from tests.support.orders import wait_until
+from tests.support.timing import wait_until
+from tests.support.tokens import ADMIN, user_headers
 
 
 def block(client: FlaskClient, **body: Any) -> dict[str, Any]:

@@ -13,16 +13,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from tests.conftest import (
-    ADMIN,
-    BOTH_BACKENDS,
-    activity_stats,
-    buy,
-    create_activity,
-    expect,
-    iso,
-)
+from tests.support.api import activity_stats, buy, create_activity, expect
+from tests.support.backends import BOTH_BACKENDS
 from tests.support.relay import ChunkHook, Relay
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN
 
 pytestmark = pytest.mark.database
 

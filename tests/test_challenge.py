@@ -30,7 +30,8 @@ from seckill.store.plumbing.connection import close_client
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.sale.admission import challenge
 from seckill.store.sale.admission.challenge import Challenges
-from tests.conftest import BOTH_BACKENDS, keys_of
+from tests.support.backends import BOTH_BACKENDS
+from tests.support.valkey import keys_of
 
 SECRET = "test-altcha-secret-0123456789abcdef"
 SMALL = 2_000  # the tests' base maxnumber: the library's solver takes milliseconds

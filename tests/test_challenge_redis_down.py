@@ -5,8 +5,9 @@ failure; neither view maps it on its own)."""
 from __future__ import annotations
 
 from seckill.ops.stack.embedded import EmbeddedValkey
-from tests.conftest import expect, user_headers
 from tests.support.admission import join, queued_activity
+from tests.support.api import expect
+from tests.support.tokens import user_headers
 from tests.test_admission_challenge import challenge_for
 from tests.test_challenge import solve
 

@@ -26,7 +26,7 @@ import pytest
 from edge.identity import mint_user_token, user_from_jwt
 from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.ops.stack.ports import free_listen_port
-from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, URL_KEY, buy, iso
+from tests.support.api import buy
 from tests.support.cli import (
     SECKILL,
     assert_one_line_error,
@@ -34,6 +34,8 @@ from tests.support.cli import (
     seckill,
     seckill_process,
 )
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, ADMIN_TOKEN, JWT_SECRET, URL_KEY
 
 # -- the installed script, as a process -------------------------------------------------
 

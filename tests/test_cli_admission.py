@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import time
 
-from tests.conftest import expect
 from tests.support.admission import join, poll, state
+from tests.support.api import expect
 from tests.support.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.support.cli import assert_one_line_error, seckill
 

@@ -6,10 +6,11 @@ import json
 
 import pytest
 
-from tests.conftest import ADMIN, buy
+from tests.support.api import buy
 from tests.support.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.support.cli import assert_one_line_error, seckill
 from tests.support.orders import built_worker
+from tests.support.tokens import ADMIN
 
 pytestmark = pytest.mark.database
 

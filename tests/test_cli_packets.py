@@ -7,9 +7,9 @@ import json
 
 import redis
 
-from tests.conftest import buy
+from tests.support.api import buy
 from tests.support.cli import assert_one_line_error, seckill
-from tests.support.orders import wait_until
+from tests.support.timing import wait_until
 
 
 def test_create_packets_shows_progress_and_the_packets_are_grabbed(env, client, rds,

@@ -31,8 +31,9 @@ import redis
 
 from seckill.config import Settings
 from seckill.ops.stack.embedded import EmbeddedValkey
-from tests.conftest import buy, user_headers
+from tests.support.api import buy
 from tests.support.cli import SECKILL, assert_one_line_error, clean_environ, seckill
+from tests.support.tokens import user_headers
 
 # Whatever refuses to fall back says how to point the command at a Redis.
 HOW_TO_POINT = ("REDIS_URL is not set", "SECKILL_DATA_DIR", "seckill up")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import buy, expect
+from tests.support.api import buy, expect
 from tests.support.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.support.cli import assert_one_line_error, seckill
 

@@ -27,7 +27,7 @@ from flask import Flask
 
 from seckill.ops.stack.cluster import EmbeddedCluster
 from seckill.store.plumbing.routing import slot_of
-from tests.conftest import buy, create_activity
+from tests.support.api import buy, create_activity
 from tests.support.cluster_faults import (
     Crowd,
     Sale,
@@ -52,10 +52,10 @@ from tests.support.orders import (
     built_worker,
     stop_worker_process,
     stored_orders,
-    wait_until,
     worker_process,
 )
 from tests.support.servers import gunicorn_server
+from tests.support.timing import wait_until
 from tests.test_concurrency import Gateway, bearer
 
 RECOVERY_BOUND = 10.0  # seconds from the kill until the gateway answers for the slot again

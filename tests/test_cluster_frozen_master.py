@@ -35,8 +35,8 @@ from tests.support.cluster_faults import (
     private_cluster,
     replicas_of,
 )
-from tests.support.orders import wait_until
 from tests.support.servers import gunicorn_server
+from tests.support.timing import wait_until
 from tests.test_cluster_failover import http_buyer
 from tests.test_concurrency import Gateway
 

@@ -28,15 +28,10 @@ from seckill.services import Services
 from seckill.store.plumbing.connection import Cluster, is_cluster
 from seckill.store.plumbing.readonly import ReadOnlyRefused
 from seckill.web.app import create_app
-from tests.conftest import (
-    ADMIN,
-    buy,
-    create_activity,
-    expect,
-    gateway_env,
-    on_master,
-    user_headers,
-)
+from tests.support.api import buy, create_activity, expect
+from tests.support.gateway import gateway_env
+from tests.support.tokens import ADMIN, user_headers
+from tests.support.valkey import on_master
 
 pytestmark = pytest.mark.cluster
 

@@ -26,7 +26,7 @@ from flask import Flask
 from seckill.ops.stack.cluster import EmbeddedCluster
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.routing import slot_of
-from tests.conftest import buy, create_activity
+from tests.support.api import buy, create_activity
 from tests.support.cluster_faults import (
     Crowd,
     activity_on,
@@ -37,7 +37,8 @@ from tests.support.cluster_faults import (
     node_stats,
     private_cluster,
 )
-from tests.support.orders import stop_worker_process, wait_until, worker_process
+from tests.support.orders import stop_worker_process, worker_process
+from tests.support.timing import wait_until
 
 CROWD_THREADS = 6
 CROWD_USERS = 2000  # at most; the crowd is stopped a second after the migration

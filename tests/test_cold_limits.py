@@ -7,8 +7,9 @@ from collections.abc import Callable
 
 from flask import Flask
 
-from tests.conftest import ADMIN, METRICS, create_activity, expect, user_headers
-from tests.support.orders import wait_until
+from tests.support.api import create_activity, expect
+from tests.support.timing import wait_until
+from tests.support.tokens import ADMIN, METRICS, user_headers
 
 
 def _failures(client) -> float:

@@ -27,8 +27,10 @@ from edge.identity import mint_user_token
 from seckill.ops.stack.cluster import EmbeddedCluster
 from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.plumbing.connection import close_client
-from tests.conftest import ADMIN, JWT_SECRET, gateway_env, iso
+from tests.support.gateway import gateway_env
 from tests.support.servers import gunicorn_server
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, JWT_SECRET
 
 CLIENT_THREADS = 96
 # Each racer makes 2 calls (URL, purchase), each repeater 6; well under this, but it is on.

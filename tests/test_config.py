@@ -11,7 +11,8 @@ import pytest
 from edge.identity import mint_user_token
 from seckill.config import MIN_KEY_BYTES, SECRET_VARS, ConfigError, Settings
 from seckill.web.app import create_app
-from tests.conftest import ADMIN_TOKEN, JWT_SECRET, URL_KEY, expect
+from tests.support.api import expect
+from tests.support.tokens import ADMIN_TOKEN, JWT_SECRET, URL_KEY
 
 SECRETS = {
     "SECKILL_SECRET_KEY": URL_KEY,

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from seckill.ops.stack.ports import free_listen_port
-from tests.conftest import ADMIN, ADMIN_TOKEN, buy, create_activity, expect, user_headers
+from tests.support.api import buy, create_activity, expect
 from tests.support.screenshots import shoot
+from tests.support.tokens import ADMIN, ADMIN_TOKEN, user_headers
 from tests.support.upstack import UpStack, running_up, user_token
 from tests.test_cli import call
 

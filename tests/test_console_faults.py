@@ -19,9 +19,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.conftest import ADMIN, ADMIN_TOKEN, METRICS, create_activity, expect, iso
+from tests.support.api import create_activity, expect
 from tests.support.fault_front import PURCHASE, FaultFront, fault_front
 from tests.support.screenshots import shoot
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, ADMIN_TOKEN, METRICS
 from tests.support.upstack import user_token
 from tests.test_cli import call
 

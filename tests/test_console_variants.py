@@ -18,9 +18,12 @@ import urllib3
 
 from edge.identity import mint_user_token
 from seckill.ops.stack.embedded import EmbeddedValkey
-from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, buy, expect, gateway_env, iso
+from tests.support.api import buy, expect
+from tests.support.gateway import gateway_env
 from tests.support.screenshots import ARTIFACTS
 from tests.support.servers import REPO_ROOT, gunicorn_server
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, ADMIN_TOKEN, JWT_SECRET
 
 SIZES = [{"id": "eu40", "name": "EU 40", "total": 4}, {"id": "eu41", "name": "EU 41", "total": 2}]
 

@@ -17,7 +17,11 @@ from flask import Flask
 from seckill.domain.activities import Activity
 from seckill.domain.clock import now_ms
 from seckill.ops.stack.ports import free_listen_port
-from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect, iso, keys_of, user_headers
+from tests.support.api import buy, expect
+from tests.support.backends import BOTH_BACKENDS
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, user_headers
+from tests.support.valkey import keys_of
 
 # The whole contract, on one server and on a cluster (REDIS_URL naming one of its nodes).
 pytestmark = BOTH_BACKENDS

@@ -11,8 +11,10 @@ import pytest
 from seckill.domain.sizes import OPERATOR_MAX_BODY
 from seckill.ops.stack.ports import free_listen_port
 from seckill.web.body import MAX_BODY
-from tests.conftest import ADMIN, BOTH_BACKENDS, METRICS, buy, expect, user_headers
-from tests.support.orders import wait_until
+from tests.support.api import buy, expect
+from tests.support.backends import BOTH_BACKENDS
+from tests.support.timing import wait_until
+from tests.support.tokens import ADMIN, METRICS, user_headers
 
 # On one server and on a cluster, as the rest of the contract.
 pytestmark = BOTH_BACKENDS

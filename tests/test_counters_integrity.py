@@ -18,9 +18,12 @@ from flask.testing import FlaskClient
 from seckill.config import Settings
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.parts import part_tags
-from tests.conftest import ADMIN, BOTH_BACKENDS, activity_stats, buy, expect
+from tests.support.api import activity_stats, buy, expect
+from tests.support.backends import BOTH_BACKENDS
 from tests.support.cli import seckill
-from tests.support.orders import built_worker, drain, wait_until
+from tests.support.orders import built_worker, drain
+from tests.support.timing import wait_until
+from tests.support.tokens import ADMIN
 from tests.test_metrics_activity import of, scrape
 from tests.test_shards import users_homed
 

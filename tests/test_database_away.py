@@ -19,8 +19,9 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.conftest import ADMIN, METRICS, buy, create_activity, user_headers
+from tests.support.api import buy, create_activity
 from tests.support.database_faults import DatabaseRelay, SqliteWriteLock, is_sqlite
+from tests.support.tokens import ADMIN, METRICS, user_headers
 
 pytestmark = pytest.mark.database
 

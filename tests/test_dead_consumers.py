@@ -18,8 +18,9 @@ from flask.testing import FlaskClient
 
 from seckill.config import Settings
 from seckill.worker.orders import GROUP
-from tests.conftest import BOTH_BACKENDS
-from tests.support.orders import WorkerThread, built_worker, drain, stored_orders, wait_until
+from tests.support.backends import BOTH_BACKENDS
+from tests.support.orders import WorkerThread, built_worker, drain, stored_orders
+from tests.support.timing import wait_until
 from tests.test_orders_worker import buy_ok, stream_key
 
 pytestmark = [BOTH_BACKENDS, pytest.mark.database]

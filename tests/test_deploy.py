@@ -16,8 +16,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from seckill.ops.stack.nginx_metrics import NginxCollector
 from seckill.ops.stack.scrape_token import TOKEN_FILE
-from tests.conftest import ADMIN, METRICS, buy, create_activity, iso
+from tests.support.api import buy, create_activity
 from tests.support.servers import require
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, METRICS
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 NAME = re.compile(r"\bseckill_[a-z_]+\b")

@@ -23,7 +23,8 @@ from werkzeug.serving import make_server
 from seckill.ops.drill.faults import Operator
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.sale.activity.recovery import ORDERS_GROUP
-from tests.conftest import ADMIN_TOKEN, create_activity
+from tests.support.api import create_activity
+from tests.support.tokens import ADMIN_TOKEN
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from flask import Flask
 
 from seckill.config import Settings
 from seckill.ops.stack.embedded import EmbeddedValkey
-from tests.conftest import ADMIN, buy, iso, user_headers
+from tests.support.api import buy
 from tests.support.orders import (
     OrderCounter,
     WorkerThread,
@@ -37,9 +37,10 @@ from tests.support.orders import (
     dedicated_valkey,
     pending,
     stored_orders,
-    wait_until,
 )
 from tests.support.servers import gunicorn_server
+from tests.support.timing import iso, wait_until
+from tests.support.tokens import ADMIN, user_headers
 
 pytestmark = pytest.mark.database
 

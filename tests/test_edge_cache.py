@@ -26,8 +26,9 @@ import pytest
 import urllib3
 
 from tests import test_nginx as nginx_tests
-from tests.conftest import ADMIN, iso
 from tests.support.servers import NginxFront
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN
 from tests.test_nginx import Answer, Instances, bearer, call, create_activity, front
 
 instances = nginx_tests.instances

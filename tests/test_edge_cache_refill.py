@@ -40,9 +40,10 @@ from seckill.store.plumbing.keys import split_buyer_entry
 from seckill.worker.expiry import Expirer
 from seckill.worker.stop import StopFlag
 from tests import test_nginx as nginx_tests
-from tests.conftest import ADMIN, gateway_env
+from tests.support.gateway import gateway_env
 from tests.support.orders import built_worker
 from tests.support.servers import NginxFront
+from tests.support.tokens import ADMIN
 from tests.test_nginx import USER_RATE, Answer, Instances, bearer, call, create_activity, front
 
 instances = nginx_tests.instances

@@ -12,9 +12,10 @@ import itertools
 import threading
 import time
 
-from tests.conftest import create_activity, expect, iso, user_headers
+from tests.support.api import create_activity, expect
 from tests.support.command_counts import Counts, commands_by_connection, observer  # noqa: F401
-from tests.support.orders import wait_until
+from tests.support.timing import iso, wait_until
+from tests.support.tokens import user_headers
 
 
 def test_a_sold_out_flood_makes_no_redis_call_while_the_background_keeps_working(

@@ -26,7 +26,7 @@ from seckill.ops.stack.ports import (
     free_cluster_ports,
     free_listen_port,
 )
-from tests.conftest import on_master
+from tests.support.valkey import on_master
 
 
 @contextlib.contextmanager

@@ -30,7 +30,8 @@ from seckill.store.plumbing.keys import KeySpace
 from seckill.worker import streams
 from seckill.worker.expiry import Expirer
 from seckill.worker.orders import GROUP
-from tests.conftest import ADMIN, BOTH_BACKENDS, order_status
+from tests.support.api import order_status
+from tests.support.backends import BOTH_BACKENDS
 from tests.support.orders import (
     WorkerThread,
     built_worker,
@@ -38,10 +39,11 @@ from tests.support.orders import (
     pending,
     stop_worker_process,
     stored_orders,
-    wait_until,
     worker_process,
 )
 from tests.support.processes import stopped
+from tests.support.timing import wait_until
+from tests.support.tokens import ADMIN
 from tests.test_orders_worker import buy_ok, stream_key
 
 pytestmark = pytest.mark.database

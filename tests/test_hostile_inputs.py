@@ -15,7 +15,10 @@ from urllib.parse import quote
 import pytest
 
 from seckill.domain.clock import iso_from_ms, ms_from_iso
-from tests.conftest import ADMIN, expect, iso, keys_of, user_headers
+from tests.support.api import expect
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, user_headers
+from tests.support.valkey import keys_of
 
 CLEAN_404 = {"unknown_activity", "not_found"}
 

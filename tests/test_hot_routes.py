@@ -14,7 +14,9 @@ from flask import Flask
 from werkzeug.test import Client
 
 from edge.identity import mint_user_token
-from tests.conftest import JWT_SECRET, create_activity, expect, iso, user_headers
+from tests.support.api import create_activity, expect
+from tests.support.timing import iso
+from tests.support.tokens import JWT_SECRET, user_headers
 
 
 class Hot:

@@ -23,8 +23,10 @@ import pytest
 
 from edge.identity import mint_user_token
 from seckill.ops.stack.embedded import EmbeddedValkey
-from tests.conftest import ADMIN_TOKEN, JWT_SECRET, gateway_env, iso
+from tests.support.gateway import gateway_env
 from tests.support.servers import gunicorn_server, nginx_server
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN_TOKEN, JWT_SECRET
 
 READ_TIMEOUT = 2  # seconds, the servers' header/body timeouts in this module
 GRACE = 4.0  # how much later than READ_TIMEOUT an answer may come on a busy machine

@@ -15,7 +15,8 @@ import pytest
 
 from edge.identity import bearer, mint_user_token, user_from_jwt
 from seckill.domain import errors
-from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, expect, user_headers
+from tests.support.api import expect
+from tests.support.tokens import ADMIN, ADMIN_TOKEN, JWT_SECRET, user_headers
 
 
 def b64(raw: bytes) -> str:

@@ -30,8 +30,10 @@ from seckill.store.plumbing.scripts import Scripts
 from seckill.store.sale.activity.levers import LeverRecords
 from seckill.worker.levers import LeverCatchUp
 from seckill.worker.stop import StopFlag
-from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect, user_headers
+from tests.support.api import buy, expect
+from tests.support.backends import BOTH_BACKENDS
 from tests.support.database_faults import DatabaseRelay, SqliteWriteLock, is_sqlite
+from tests.support.tokens import ADMIN, user_headers
 
 pytestmark = pytest.mark.database
 

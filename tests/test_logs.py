@@ -103,7 +103,8 @@ def test_text_and_json_lines_carry_time_component_level_message():
 def test_a_redis_outage_under_load_logs_one_line_and_one_summary(make_app, private_valkey):
     """The reported burst, made to happen: Redis goes away and a crowd asks for purchase URLs;
     each request's per-user rate check fails open and logs the same warning."""
-    from tests.conftest import create_activity, user_headers
+    from tests.support.api import create_activity
+    from tests.support.tokens import user_headers
 
     app = make_app(REDIS_URL=private_valkey.url)
     client = app.test_client()

@@ -21,8 +21,10 @@ from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts, lua_source
 from seckill.store.sale.activity.activities import ActivityStore
 from seckill.store.sale.activity.meta import meta_fields
-from tests.conftest import ADMIN, buy, create_activity, expect, keys_of, user_headers
+from tests.support.api import buy, create_activity, expect
 from tests.support.relay import ChunkHook, Relay
+from tests.support.tokens import ADMIN, user_headers
+from tests.support.valkey import keys_of
 
 
 @dataclasses.dataclass

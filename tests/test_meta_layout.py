@@ -15,7 +15,10 @@ import pytest
 import redis
 
 from seckill.store.plumbing.parts import part_tags
-from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect, iso
+from tests.support.api import buy, expect
+from tests.support.backends import BOTH_BACKENDS
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN
 
 pytestmark = BOTH_BACKENDS
 

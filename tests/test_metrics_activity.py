@@ -9,17 +9,10 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import (
-    ADMIN,
-    BOTH_BACKENDS,
-    METRICS,
-    activity_stats,
-    buy,
-    create_activity,
-    expect,
-    iso,
-    user_headers,
-)
+from tests.support.api import activity_stats, buy, create_activity, expect
+from tests.support.backends import BOTH_BACKENDS
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, METRICS, user_headers
 
 pytestmark = pytest.mark.database
 

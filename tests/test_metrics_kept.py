@@ -14,8 +14,9 @@ import pytest
 
 from seckill.metrics import Kept
 from seckill.web.census import CensusCollector
-from tests.conftest import METRICS, buy, create_activity
+from tests.support.api import buy, create_activity
 from tests.support.relay import ChunkHook, Relay
+from tests.support.tokens import METRICS
 
 
 class HoldingRelay(Relay):

@@ -21,7 +21,8 @@ from prometheus_client.core import (
 
 from seckill.metrics import text_of
 from seckill.web.census import CensusCollector
-from tests.conftest import METRICS, buy, create_activity
+from tests.support.api import buy, create_activity
+from tests.support.tokens import METRICS
 
 NAMES = st.from_regex(r"[a-zA-Z_:][a-zA-Z0-9_:]{0,20}", fullmatch=True)
 LABELS = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,10}", fullmatch=True).filter(

@@ -12,8 +12,10 @@ from typing import Any
 from redis.cluster import RedisCluster, key_slot
 
 from seckill.store.plumbing.keys import KeySpace
-from tests.conftest import BOTH_BACKENDS, METRICS, buy, create_activity, expect
-from tests.support.orders import wait_until
+from tests.support.api import buy, create_activity, expect
+from tests.support.backends import BOTH_BACKENDS
+from tests.support.timing import wait_until
+from tests.support.tokens import METRICS
 
 
 def _census_readings(rds: Any) -> int:

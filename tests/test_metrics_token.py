@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tests.conftest import ADMIN_TOKEN, JWT_SECRET, URL_KEY
+from tests.support.tokens import ADMIN_TOKEN, JWT_SECRET, URL_KEY
 from tests.test_cli import seckill_up
 
 

@@ -29,8 +29,10 @@ from edge.identity import mint_user_token
 from seckill.ops.stack import nginx
 from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.ops.stack.ports import free_listen_port
-from tests.conftest import ADMIN, JWT_SECRET, gateway_env, iso
+from tests.support.gateway import gateway_env
 from tests.support.servers import NginxFront, gunicorn_server, nginx_server, require_nginx
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, JWT_SECRET
 
 TIMEOUT = urllib3.Timeout(connect=5.0, read=15.0)
 USER_RATE = "5/second"

@@ -28,8 +28,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from seckill.ops.stack.ports import free_listen_port
 from tests import test_nginx as nginx_tests
-from tests.conftest import ADMIN, ADMIN_TOKEN, METRICS
 from tests.support.servers import NginxFront, running_server
+from tests.support.tokens import ADMIN, ADMIN_TOKEN, METRICS
 from tests.test_nginx import Instances, bearer, call, create_activity, front
 
 instances = nginx_tests.instances

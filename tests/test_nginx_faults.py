@@ -27,8 +27,9 @@ import urllib3
 
 from seckill.ops.stack.ports import free_listen_port
 from tests import test_nginx as nginx_tests
-from tests.conftest import ADMIN, iso
 from tests.support.servers import NginxFront
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN
 from tests.test_nginx import (
     Answer,
     FakeInstance,

@@ -41,7 +41,7 @@ from seckill.config import ConfigError
 from seckill.ops.stack.cluster import EmbeddedCluster, up_cluster
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.routing import slot_of
-from tests.conftest import ADMIN, buy, create_activity
+from tests.support.api import buy, create_activity
 from tests.support.cluster_faults import (
     activity_on,
     answered_again,
@@ -53,7 +53,9 @@ from tests.support.cluster_faults import (
     replicas_of,
     status_of,
 )
-from tests.support.orders import WorkerThread, built_worker, stored_orders, wait_until
+from tests.support.orders import WorkerThread, built_worker, stored_orders
+from tests.support.timing import wait_until
+from tests.support.tokens import ADMIN
 
 TIMEOUT_MS = 3000  # SECKILL_DURABILITY_TIMEOUT_MS: a refusal must not wait for it
 BACK_BOUND = 15.0  # seconds from a replica's restart until a purchase succeeds again

@@ -16,7 +16,7 @@ from werkzeug.exceptions import MethodNotAllowed, NotFound
 from edge import Route
 from seckill.web import hot
 from seckill.web.service import OPENAPI_DOCUMENT
-from tests.conftest import expect
+from tests.support.api import expect
 from tests.support.openapi_check import (
     METHODS,
     ContractViolation,

@@ -7,9 +7,11 @@ import time
 
 import pytest
 
-from tests.conftest import ADMIN, BOTH_BACKENDS, buy, create_activity, expect, iso, user_headers
+from tests.support.api import buy, create_activity, expect
+from tests.support.backends import BOTH_BACKENDS
 from tests.support.command_counts import Counts, commands_by_connection, observer  # noqa: F401
-from tests.support.orders import wait_until
+from tests.support.timing import iso, wait_until
+from tests.support.tokens import ADMIN, user_headers
 
 pytestmark = pytest.mark.database
 

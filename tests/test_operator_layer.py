@@ -9,9 +9,10 @@ import json
 import pytest
 
 from seckill.domain.clock import now_ms
-from tests.conftest import ADMIN, buy, expect, iso, user_headers
+from tests.support.api import buy, expect
 from tests.support.cli import assert_one_line_error, seckill
-from tests.support.orders import wait_until
+from tests.support.timing import iso, wait_until
+from tests.support.tokens import ADMIN, user_headers
 
 
 def _listeners(rds, channel: str) -> int:

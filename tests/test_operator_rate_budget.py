@@ -12,8 +12,9 @@ from typing import Any
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.conftest import ADMIN, create_activity, expect
 from tests.support.admission import queued_activity
+from tests.support.api import create_activity, expect
+from tests.support.tokens import ADMIN
 
 # Every counted route, once the budget is spent: each answers 429 before its view runs, so
 # the ids and bodies need not exist.

@@ -21,16 +21,11 @@ from flask.testing import FlaskClient
 
 from seckill.config import Settings
 from seckill.store.plumbing.connection import close_client
-from tests.conftest import (
-    ADMIN,
-    activity_stats,
-    buy,
-    connect,
-    keep_buying,
-    order_status,
-)
+from tests.support.api import activity_stats, buy, keep_buying, order_status
 from tests.support.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.support.orders import built_worker, drain, pending, stored_orders
+from tests.support.tokens import ADMIN
+from tests.support.valkey import connect
 
 pytestmark = pytest.mark.database
 

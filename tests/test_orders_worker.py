@@ -24,7 +24,8 @@ from seckill.config import Settings
 from seckill.domain.orders import OrderRow
 from seckill.store.plumbing.keys import KeySpace
 from seckill.worker.orders import GROUP
-from tests.conftest import BOTH_BACKENDS, METRICS, activity_stats, buy, order_status
+from tests.support.api import activity_stats, buy, order_status
+from tests.support.backends import BOTH_BACKENDS
 from tests.support.orders import (
     DatabaseOutage,
     OrderCounter,
@@ -36,10 +37,11 @@ from tests.support.orders import (
     stop_worker_process,
     stored_orders,
     stream_order_ids,
-    wait_until,
     worker_process,
 )
 from tests.support.processes import freeze_where
+from tests.support.timing import wait_until
+from tests.support.tokens import METRICS
 
 pytestmark = [BOTH_BACKENDS, pytest.mark.database]
 

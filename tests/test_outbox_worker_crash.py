@@ -28,10 +28,10 @@ from tests.support.orders import (
     pending,
     queue_purchases,
     stop_worker_process,
-    wait_until,
     worker_process,
 )
 from tests.support.processes import freeze_where
+from tests.support.timing import wait_until
 
 pytestmark = pytest.mark.database
 

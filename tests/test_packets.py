@@ -21,20 +21,13 @@ from flask.testing import FlaskClient
 
 from seckill.config import Settings
 from seckill.store.plumbing.connection import close_client
-from tests.conftest import (
-    ADMIN,
-    activity_stats,
-    buy,
-    connect,
-    expect,
-    iso,
-    keep_buying,
-    keys_of,
-    user_headers,
-)
+from tests.support.api import activity_stats, buy, expect, keep_buying
 from tests.support.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.support.orders import built_worker, drain, stored_orders
 from tests.support.packets import create, held, key, multiset_is_the_split, split_of
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, user_headers
+from tests.support.valkey import connect, keys_of
 
 pytestmark = pytest.mark.database
 

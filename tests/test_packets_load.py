@@ -19,7 +19,7 @@ from flask import Flask
 from seckill.domain import packets
 from seckill.domain.activities import parse_new_activity
 from seckill.store.sale.activity import catalog
-from tests.conftest import iso
+from tests.support.timing import iso
 
 COUNT = 100_000
 AMOUNT = 10_000_000  # cents: 100 000.00, 1.00 on average

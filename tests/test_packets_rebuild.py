@@ -26,17 +26,12 @@ from seckill.sql.book import OrderBook
 from seckill.store.audit.reconcile import reconcile
 from seckill.store.sale.activity.meta import meta_fields
 from seckill.store.sale.purchase.stock import Purchases
-from tests.conftest import (
-    ADMIN,
-    activity_stats,
-    buy,
-    expect,
-    keys_of,
-    user_headers,
-)
+from tests.support.api import activity_stats, buy, expect
 from tests.support.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.support.orders import built_worker, drain
 from tests.support.packets import create, held, key, multiset_is_the_split, split_of
+from tests.support.tokens import ADMIN, user_headers
+from tests.support.valkey import keys_of
 
 pytestmark = pytest.mark.database
 

@@ -21,15 +21,10 @@ from seckill.domain.clock import now_ms
 from seckill.store.plumbing.keys import KeySpace
 from seckill.worker.expiry import Expirer
 from seckill.worker.stop import StopFlag
-from tests.conftest import (
-    ADMIN,
-    BOTH_BACKENDS,
-    activity_stats,
-    buy,
-    expect,
-    order_status,
-)
+from tests.support.api import activity_stats, buy, expect, order_status
+from tests.support.backends import BOTH_BACKENDS
 from tests.support.orders import built_worker, drain, stored_orders
+from tests.support.tokens import ADMIN
 
 pytestmark = [BOTH_BACKENDS, pytest.mark.database]
 

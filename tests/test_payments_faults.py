@@ -28,15 +28,17 @@ from seckill.store.plumbing.scripts import Scripts
 from seckill.web.app import create_app
 from seckill.worker.expiry import Expirer
 from seckill.worker.stop import StopFlag
-from tests.conftest import ADMIN, BOTH_BACKENDS, create_activity
+from tests.support.api import create_activity
+from tests.support.backends import BOTH_BACKENDS
 from tests.support.orders import (
     dedicated_valkey,
     stop_worker_process,
     stored_orders,
-    wait_until,
     worker_process,
 )
 from tests.support.processes import freeze_where
+from tests.support.timing import wait_until
+from tests.support.tokens import ADMIN
 
 pytestmark = pytest.mark.database
 

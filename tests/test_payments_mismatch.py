@@ -17,9 +17,12 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from seckill.config import Settings
-from tests.conftest import ADMIN, BOTH_BACKENDS, buy, create_activity, expect, iso, order_status
+from tests.support.api import buy, create_activity, expect, order_status
+from tests.support.backends import BOTH_BACKENDS
 from tests.support.orders import built_worker, drain
 from tests.support.outbox import events
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN
 from tests.test_payments_webhook import SECRET, signed
 
 pytestmark = pytest.mark.database

@@ -26,8 +26,11 @@ from seckill.config import ConfigError, Settings
 from seckill.domain.clock import now_ms
 from seckill.domain.entries import Paid, Poison, parse_entry
 from seckill.worker.expiry import Expirer
-from tests.conftest import ADMIN, BOTH_BACKENDS, buy, create_activity, expect, order_status
-from tests.support.orders import built_worker, drain, stored_orders, wait_until
+from tests.support.api import buy, create_activity, expect, order_status
+from tests.support.backends import BOTH_BACKENDS
+from tests.support.orders import built_worker, drain, stored_orders
+from tests.support.timing import wait_until
+from tests.support.tokens import ADMIN
 
 pytestmark = pytest.mark.database
 

@@ -14,8 +14,9 @@ import pytest
 import urllib3
 
 from seckill.ops.stack.embedded import EmbeddedValkey
-from tests.conftest import ADMIN, gateway_env, user_headers
+from tests.support.gateway import gateway_env
 from tests.support.servers import gunicorn_server, nginx_server, require_nginx
+from tests.support.tokens import ADMIN, user_headers
 from tests.test_payments_webhook import SECRET, payment, signed
 
 TIMEOUT = urllib3.Timeout(connect=5.0, read=15.0)

@@ -23,8 +23,9 @@ from seckill.config import Settings
 from seckill.domain.clock import now_ms
 from seckill.store.plumbing.keys import KeySpace
 from seckill.worker.expiry import Expirer
-from tests.conftest import buy, create_activity, expect
-from tests.support.orders import built_worker, drain, stored_orders, wait_until
+from tests.support.api import buy, create_activity, expect
+from tests.support.orders import built_worker, drain, stored_orders
+from tests.support.timing import wait_until
 from tests.test_payments_webhook import SECRET, payment, signed
 
 pytestmark = pytest.mark.database

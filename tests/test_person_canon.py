@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 
 from seckill.config import ConfigError, Settings
 from seckill.domain.people import PERSON_ID, canonical_person, is_person_id
-from tests.conftest import ADMIN, create_activity, expect
 from tests.support.admission import queued_activity
+from tests.support.api import create_activity, expect
 from tests.support.cli import seckill
 from tests.support.people import CLAIM, buy_as, headers, join_as, person_activity
+from tests.support.tokens import ADMIN
 
 FULL_WIDTH = "\uff30\uff25\uff32\uff33\uff2f\uff2e\uff0d\uff3a"  # full-width; NFKC: PERSON-Z
 SPELLINGS = ("PERSON-Z", "person-z", FULL_WIDTH, " Person-Z\t", "\u212aATE-Z")  # K: Kelvin sign

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from seckill.domain.people import PERSON_ID, PERSON_KEY, new_salt, person_key
 from seckill.store.plumbing.keys import KeySpace
-from tests.conftest import expect
+from tests.support.api import expect
 from tests.support.people import CLAIM, buy_as, person_activity
 
 

@@ -27,9 +27,11 @@ from seckill.domain.people import PERSON_KEY
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.parts import part_tags
 from seckill.worker.expiry import Expirer
-from tests.conftest import ADMIN, URL_KEY, create_activity, expect, iso
+from tests.support.api import create_activity, expect
 from tests.support.orders import built_worker, drain
 from tests.support.people import CLAIM, buy_as, headers, person_activity, status_as
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, URL_KEY
 
 
 @pytest.fixture

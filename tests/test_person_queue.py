@@ -17,8 +17,8 @@ from flask.testing import FlaskClient
 
 from seckill.domain.people import PERSON_KEY
 from seckill.store.plumbing.keys import KeySpace
-from tests.conftest import expect
 from tests.support.admission import independent_order, queued_activity, wait_for_start
+from tests.support.api import expect
 from tests.support.people import CLAIM, headers, join_as
 
 

@@ -24,8 +24,10 @@ from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.parts import part_tags
 from seckill.store.plumbing.scripts import Scripts
 from seckill.web.hot import purchase_deadline
-from tests.conftest import ADMIN, BOTH_BACKENDS, expect, order_status, user_headers
+from tests.support.api import expect, order_status
+from tests.support.backends import BOTH_BACKENDS
 from tests.support.relay import ChunkHook, Relay, _forward
+from tests.support.tokens import ADMIN, user_headers
 
 
 def _stamp(seconds_ago: float) -> str:

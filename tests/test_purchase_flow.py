@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import ADMIN, buy, user_headers
+from tests.support.api import buy
+from tests.support.tokens import ADMIN, user_headers
 
 pytestmark = pytest.mark.database
 

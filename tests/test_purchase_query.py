@@ -12,7 +12,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ADMIN, BOTH_BACKENDS, expect, iso, user_headers
+from tests.support.api import expect
+from tests.support.backends import BOTH_BACKENDS
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, user_headers
 
 
 def _activity(client: Any, **fields: Any) -> str:

@@ -12,7 +12,8 @@ import pytest
 
 from edge.purchase_url import PurchaseUrlSigner
 from seckill.domain import errors
-from tests.conftest import URL_KEY, create_activity, expect, user_headers
+from tests.support.api import create_activity, expect
+from tests.support.tokens import URL_KEY, user_headers
 
 OLD_KEY = "old-url-key-0123456789abcdef0123456789abcdef"
 NEW_KEY = "new-url-key-0123456789abcdef0123456789abcdef"

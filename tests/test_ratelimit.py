@@ -13,7 +13,8 @@ from prometheus_client import REGISTRY
 import edge
 from edge.identity import mint_user_token
 from seckill.web import hot
-from tests.conftest import JWT_SECRET, METRICS, create_activity, expect, user_headers
+from tests.support.api import create_activity, expect
+from tests.support.tokens import JWT_SECRET, METRICS, user_headers
 
 
 @pytest.fixture

@@ -26,8 +26,10 @@ from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.sale.activity.recovery import Restorer
-from tests.conftest import ADMIN, buy, iso, user_headers
+from tests.support.api import buy
 from tests.support.orders import built_worker, dedicated_valkey, drain, stored_orders
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, user_headers
 
 pytestmark = pytest.mark.database
 

@@ -39,19 +39,11 @@ from standardwebhooks.webhooks import Webhook
 
 from seckill.config import Settings
 from seckill.ops.stack.embedded import EmbeddedValkey
-from tests.conftest import (
-    ADMIN,
-    JWT_SECRET,
-    METRICS,
-    buy,
-    create_activity,
-    expect,
-    iso,
-    order_status,
-    user_headers,
-)
 from tests.support.admission import join, poll, queued_activity, wait_for_start
+from tests.support.api import buy, create_activity, expect, order_status
 from tests.support.orders import built_worker, drain
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, JWT_SECRET, METRICS, user_headers
 
 
 # Characters str.isdigit() (or isdecimal()) takes and int() may or may not: superscript two,

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from seckill.config import ConfigError
-from tests.conftest import activity_stats, buy, create_activity
+from tests.support.api import activity_stats, buy, create_activity
 
 BUYERS = 200
 

@@ -20,8 +20,10 @@ import orjson
 import pytest
 
 from seckill.ops.stack.embedded import EmbeddedValkey
-from tests.conftest import ADMIN_TOKEN, gateway_env, iso
+from tests.support.gateway import gateway_env
 from tests.support.servers import NginxFront, gunicorn_server, nginx_server
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN_TOKEN
 from tests.test_http_wire import ADMIN_JSON, Answer, bearer, chunked, exchange, request
 from tests.test_red_team_wire import sale
 

@@ -30,9 +30,11 @@ import redis
 
 from edge.identity import mint_user_token
 from seckill.ops.stack.embedded import EmbeddedValkey
-from tests.conftest import ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, gateway_env, iso
 from tests.support.cli import seckill
+from tests.support.gateway import gateway_env
 from tests.support.servers import gunicorn_server
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN
 from tests.support.upstack import up_env
 from tests.test_cli import call, seckill_up, stop_and_check_nothing_is_left
 from tests.test_http_wire import ADMIN_JSON, Answer, bearer, chunked, exchange, request

@@ -37,7 +37,7 @@ from flask.testing import FlaskClient
 
 from seckill.config import ConfigError
 from seckill.ops.stack.cluster import EmbeddedCluster
-from tests.conftest import ADMIN, buy, create_activity
+from tests.support.api import buy, create_activity
 from tests.support.cluster_faults import (
     activity_on,
     cluster_env,
@@ -49,8 +49,9 @@ from tests.support.cluster_faults import (
     stats,
     status_of,
 )
-from tests.support.orders import wait_until
 from tests.support.servers import gunicorn_server
+from tests.support.timing import wait_until
+from tests.support.tokens import ADMIN
 from tests.test_cluster_failover import http_buyer
 from tests.test_concurrency import Gateway
 from tests.test_no_replica import refused

@@ -9,7 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from seckill.domain.activities import MAX_TOTAL
-from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect
+from tests.support.api import buy, expect
+from tests.support.backends import BOTH_BACKENDS
+from tests.support.tokens import ADMIN
 
 pytestmark = [BOTH_BACKENDS, pytest.mark.database]
 

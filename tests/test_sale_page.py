@@ -17,10 +17,10 @@ import pytest
 import redis
 
 from seckill.domain.clock import ms_from_iso
-from tests.conftest import iso
 from tests.support.browser import skewed
 from tests.support.sale_page import buy_over_http, running_page_stack
 from tests.support.screenshots import ARTIFACTS
+from tests.support.timing import iso
 from tests.support.upstack import UpStack, user_token
 
 

@@ -28,11 +28,11 @@ import pytest
 import redis
 
 from seckill.domain.clock import ms_from_iso
-from tests.conftest import iso
 from tests.support.admission import independent_order
 from tests.support.browser import skewed
 from tests.support.screenshots import ARTIFACTS
 from tests.support.servers import REPO_ROOT
+from tests.support.timing import iso
 from tests.support.upstack import UpStack, running_up, user_token
 from tests.test_cli import call
 

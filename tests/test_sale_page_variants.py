@@ -23,9 +23,10 @@ import pytest
 
 from edge.identity import mint_user_token
 from seckill.ops.stack.ports import free_listen_port
-from tests.conftest import ADMIN_TOKEN, JWT_SECRET, iso
 from tests.support.browser import skewed
 from tests.support.screenshots import ARTIFACTS
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN_TOKEN, JWT_SECRET
 from tests.support.upstack import UpStack, running_up, user_token
 from tests.test_cli import call
 

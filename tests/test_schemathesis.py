@@ -34,9 +34,11 @@ import pytest
 
 from edge.identity import mint_user_token
 from seckill.ops.stack.embedded import EmbeddedValkey
-from tests.conftest import ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, gateway_env, iso
+from tests.support.gateway import gateway_env
 from tests.support.schemathesis_hooks import LEVER_TARGET
 from tests.support.servers import REPO_ROOT, gunicorn_server, nginx_server
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN
 
 FUZZER = "fuzzer@example.com"
 # Per operation and phase; SECKILL_SCHEMATHESIS_EXAMPLES=5000 for a deeper run by hand.

@@ -37,7 +37,8 @@ from seckill.sql.sealing import (
 )
 from seckill.sql.webhooks import WebhookBook
 from seckill.webhooks.run import run_dispatcher
-from tests.conftest import ADMIN, URL_KEY, create_activity, expect
+from tests.support.api import create_activity, expect
+from tests.support.tokens import ADMIN, URL_KEY
 
 pytestmark = pytest.mark.database
 

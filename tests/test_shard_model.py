@@ -39,7 +39,8 @@ from seckill.store.plumbing.parts import home_part, part_tags
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.sale.activity.activities import ActivityStore
 from seckill.store.sale.purchase.borrowing import ShardedPurchases
-from tests.conftest import connect, iso
+from tests.support.timing import iso
+from tests.support.valkey import connect
 
 USERS = st.sampled_from([f"user{i}" for i in range(8)])
 QUANTITY = st.integers(1, 3)

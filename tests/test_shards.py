@@ -13,14 +13,9 @@ from flask.testing import FlaskClient
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.parts import home_part, part_tags
 from seckill.store.plumbing.scripts import Scripts
-from tests.conftest import (
-    ADMIN,
-    BOTH_BACKENDS,
-    activity_stats,
-    buy,
-    expect,
-    order_status,
-)
+from tests.support.api import activity_stats, buy, expect, order_status
+from tests.support.backends import BOTH_BACKENDS
+from tests.support.tokens import ADMIN
 
 pytestmark = BOTH_BACKENDS
 

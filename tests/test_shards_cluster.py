@@ -24,8 +24,10 @@ from seckill.ops.stack.cluster import EmbeddedCluster
 from seckill.store.plumbing.connection import close_client
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.parts import home_part, part_tags
-from tests.conftest import ADMIN, gateway_env, iso
+from tests.support.gateway import gateway_env
 from tests.support.servers import gunicorn_server
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN
 from tests.test_concurrency import (
     CLIENT_THREADS,
     USER_RATE,

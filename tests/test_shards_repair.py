@@ -16,17 +16,11 @@ from seckill.config import Settings
 from seckill.store.audit.reconcile import reconcile
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.parts import part_tags
-from tests.conftest import (
-    BOTH_BACKENDS,
-    activity_stats,
-    buy,
-    create_activity,
-    expect,
-    order_status,
-    user_headers,
-)
+from tests.support.api import activity_stats, buy, create_activity, expect, order_status
+from tests.support.backends import BOTH_BACKENDS
 from tests.support.cluster_faults import cluster_env, frozen, gateway_app, private_cluster
 from tests.support.orders import built_worker, drain, stored_orders
+from tests.support.tokens import user_headers
 from tests.test_shards import users_homed
 
 pytestmark = pytest.mark.database

@@ -22,7 +22,9 @@ import redis
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.parts import home_part, part_tags
 from seckill.store.plumbing.scripts import Scripts
-from tests.conftest import ADMIN, BOTH_BACKENDS, expect, user_headers
+from tests.support.api import expect
+from tests.support.backends import BOTH_BACKENDS
+from tests.support.tokens import ADMIN, user_headers
 
 pytestmark = BOTH_BACKENDS
 

@@ -11,8 +11,9 @@ import uuid
 
 import redis
 
-from tests.conftest import ADMIN, buy, expect, user_headers
-from tests.support.orders import wait_until
+from tests.support.api import buy, expect
+from tests.support.timing import wait_until
+from tests.support.tokens import ADMIN, user_headers
 
 
 def commands(conn: redis.Redis) -> dict[str, int]:

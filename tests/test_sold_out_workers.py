@@ -21,8 +21,10 @@ import urllib3
 
 from edge.identity import mint_user_token
 from seckill.ops.stack.embedded import EmbeddedValkey
-from tests.conftest import ADMIN, JWT_SECRET, gateway_env, iso
+from tests.support.gateway import gateway_env
 from tests.support.servers import gunicorn_server
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, JWT_SECRET
 
 TIMEOUT = urllib3.Timeout(connect=5.0, read=15.0)
 # Each request on a connection of its own, so that the kernel hands it to either worker.

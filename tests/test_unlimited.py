@@ -11,9 +11,10 @@ import redis
 from flask import Flask
 
 from seckill.config import Settings
-from tests.conftest import ADMIN, buy, expect, user_headers
+from tests.support.api import buy, expect
 from tests.support.backends import redis_backend  # noqa: F401  (each test on both)
 from tests.support.orders import built_worker, drain, stored_orders
+from tests.support.tokens import ADMIN, user_headers
 
 pytestmark = pytest.mark.database
 

@@ -19,8 +19,9 @@ from seckill.domain.activities import Activity
 from seckill.domain.clock import now_ms
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.parts import part_tags
-from tests.conftest import ADMIN, buy, expect
+from tests.support.api import buy, expect
 from tests.support.backends import redis_backend  # noqa: F401  (each test on both)
+from tests.support.tokens import ADMIN
 
 
 def v2_meta(name: str, starts_ms: int, ends_ms: int, total: int, per_user_limit: int = 1,

@@ -26,9 +26,9 @@ import urllib3
 
 from seckill.ops.stack import nginx
 from seckill.ops.stack.ports import free_listen_port
-from tests.conftest import ADMIN
 from tests.support.cli import seckill_process
 from tests.support.servers import require_nginx
+from tests.support.tokens import ADMIN
 from tests.support.upstack import UpStack, running_up, up_env, user_token
 from tests.test_cli import (
     alive,

@@ -15,7 +15,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from tests.conftest import ADMIN, BOTH_BACKENDS, expect, iso, keys_of
+from tests.support.api import expect
+from tests.support.backends import BOTH_BACKENDS
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN
+from tests.support.valkey import keys_of
 
 pytestmark = pytest.mark.database
 

@@ -10,8 +10,9 @@ import subprocess
 
 from seckill.worker.options import WorkerOptions
 from seckill.worker.orders import OrdersWorker
-from tests.conftest import ADMIN, buy, expect
+from tests.support.api import buy, expect
 from tests.support.cli import assert_one_line_error, seckill
+from tests.support.tokens import ADMIN
 
 
 def test_variants_from_the_command_line(client, env, tmp_path):

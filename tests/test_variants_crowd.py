@@ -13,7 +13,8 @@ from typing import Any
 import redis
 
 from tests import test_concurrency as race
-from tests.conftest import ADMIN, iso
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN
 from tests.test_concurrency import CLIENT_THREADS, Gateway, bearer, order_ids_of_buyers, run_all
 
 # The race's fixtures: a gunicorn of this module's own, on the single server and the cluster.

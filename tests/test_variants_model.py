@@ -31,7 +31,9 @@ from seckill.domain.orders import CONFIRMED
 from seckill.worker.expiry import Expirer
 from seckill.worker.options import WorkerOptions
 from seckill.worker.orders import OrdersWorker
-from tests.conftest import ADMIN, BOTH_BACKENDS, iso, user_headers
+from tests.support.backends import BOTH_BACKENDS
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, user_headers
 
 pytestmark = [BOTH_BACKENDS, pytest.mark.database]
 

@@ -19,8 +19,11 @@ import sqlalchemy as sa
 from seckill.store.audit.reconcile import reconcile
 from seckill.worker.expiry import Expirer
 from seckill.worker.orders import OrdersWorker
-from tests.conftest import ADMIN, BOTH_BACKENDS, buy, expect, iso, order_status, user_headers
 from tests.support.admission import join, poll
+from tests.support.api import buy, expect, order_status
+from tests.support.backends import BOTH_BACKENDS
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, user_headers
 
 pytestmark = [BOTH_BACKENDS, pytest.mark.database]
 

@@ -14,7 +14,10 @@ import redis
 
 from edge.identity import mint_user_token
 from seckill.store.plumbing.scripts import lua_source
-from tests.conftest import ADMIN, BOTH_BACKENDS, JWT_SECRET, buy, expect, iso, user_headers
+from tests.support.api import buy, expect
+from tests.support.backends import BOTH_BACKENDS
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, JWT_SECRET, user_headers
 
 pytestmark = BOTH_BACKENDS
 

@@ -12,7 +12,9 @@ from typing import Any
 
 from flask import Flask
 
-from tests.conftest import ADMIN, buy, expect, iso
+from tests.support.api import buy, expect
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN
 
 BUYERS = 300
 READS = 400

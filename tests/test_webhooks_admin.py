@@ -18,7 +18,8 @@ from flask.testing import FlaskClient
 from standardwebhooks import Webhook
 
 from seckill.domain.clock import iso_from_ms, now_ms
-from tests.conftest import ADMIN, expect, user_headers
+from tests.support.api import expect
+from tests.support.tokens import ADMIN, user_headers
 from tests.support.webhook_rows import deliveries_of, delivery, engine_of, event
 
 pytestmark = pytest.mark.database

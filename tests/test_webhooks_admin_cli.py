@@ -18,9 +18,10 @@ import pytest
 from standardwebhooks import Webhook
 
 from seckill.domain.clock import iso_from_ms, now_ms
-from tests.conftest import ADMIN, expect
+from tests.support.api import expect
 from tests.support.cli import SECKILL, assert_one_line_error, clean_environ, seckill
-from tests.support.orders import wait_until
+from tests.support.timing import wait_until
+from tests.support.tokens import ADMIN
 from tests.support.webhook_rows import deliveries_of, delivery, engine_of, event
 
 pytestmark = pytest.mark.database

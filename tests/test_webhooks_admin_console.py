@@ -22,9 +22,10 @@ from seckill.domain.clock import now_ms
 from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.sql.engine import make_engine
 from seckill.sql.schema import ensure_schema
-from tests.conftest import ADMIN_TOKEN, gateway_env
+from tests.support.gateway import gateway_env
 from tests.support.screenshots import ARTIFACTS
 from tests.support.servers import gunicorn_server
+from tests.support.tokens import ADMIN_TOKEN
 from tests.support.webhook_rows import delivery, event
 
 

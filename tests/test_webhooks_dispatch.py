@@ -16,7 +16,7 @@ from seckill.sql import engine as db
 from seckill.sql.schema import ensure_schema, outbox, webhook_deliveries, webhook_endpoints
 from seckill.webhooks.options import DispatchOptions
 from seckill.webhooks.run import run_dispatcher
-from tests.support.orders import wait_until
+from tests.support.timing import wait_until
 from tests.support.webhook_receiver import (
     Clock,
     WebhookReceiver,

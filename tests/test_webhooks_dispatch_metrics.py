@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from seckill.sql.schema import ensure_schema
 from seckill.webhooks.options import DispatchOptions
 from seckill.webhooks.run import run_dispatcher
-from tests.conftest import METRICS
-from tests.support.orders import wait_until
+from tests.support.timing import wait_until
+from tests.support.tokens import METRICS
 from tests.support.webhook_receiver import (
     Clock,
     WebhookReceiver,

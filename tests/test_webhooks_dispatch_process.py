@@ -23,8 +23,8 @@ from seckill.sql.schema import ensure_schema, outbox, webhook_deliveries
 from seckill.webhooks.options import DispatchOptions
 from seckill.webhooks.run import run_dispatcher
 from tests.support.cli import seckill_process
-from tests.support.orders import wait_until
 from tests.support.servers import REPO_ROOT, stop_process
+from tests.support.timing import wait_until
 from tests.support.upstack import up_env
 from tests.support.webhook_receiver import (
     Clock,

@@ -21,7 +21,7 @@ from seckill.sql import engine as db
 from seckill.sql.schema import ensure_schema, webhook_deliveries
 from seckill.webhooks.options import DispatchOptions
 from seckill.webhooks.run import run_dispatcher
-from tests.support.orders import wait_until
+from tests.support.timing import wait_until
 from tests.support.webhook_receiver import add_endpoint, add_order_events, new_secret
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "webhooks.md"

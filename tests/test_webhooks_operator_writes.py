@@ -22,9 +22,9 @@ from seckill.domain.events import ORDER_CREATED, order_event
 from seckill.sql import engine as db
 from seckill.sql.outbox import add_events
 from seckill.sql.schema import ensure_schema, outbox, webhook_deliveries
-from tests.conftest import ADMIN
-from tests.support.orders import wait_until
 from tests.support.servers import stop_process
+from tests.support.timing import wait_until
+from tests.support.tokens import ADMIN
 from tests.support.webhook_receiver import WebhookReceiver, add_endpoint, new_secret
 from tests.test_webhooks_dispatch_process import dispatcher_process
 

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from seckill.sql import deliveries
 from seckill.sql.schema import ensure_schema, webhook_deliveries, webhook_endpoints
 from seckill.webhooks.run import dispatcher_engine
-from tests.support.orders import wait_until
+from tests.support.timing import wait_until
 from tests.support.webhook_receiver import add_endpoint, add_order_events, new_secret
 
 pytestmark = pytest.mark.database

@@ -12,7 +12,7 @@ from redis.exceptions import NoScriptError
 
 from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.plumbing.connection import Wire
-from tests.support.orders import wait_until
+from tests.support.timing import wait_until
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from seckill.ops.stack.cluster import EmbeddedCluster
 from seckill.store.plumbing.keys import KeySpace
 from seckill.worker import groups
 from seckill.worker.groups import GROUP
-from tests.conftest import ADMIN, BOTH_BACKENDS, iso
+from tests.support.backends import BOTH_BACKENDS
 from tests.support.cluster_faults import activity_on, masters, wait_replicated
 from tests.support.orders import (
     OrderCounter,
@@ -32,8 +32,9 @@ from tests.support.orders import (
     pending,
     queue_purchases,
     stored_orders,
-    wait_until,
 )
+from tests.support.timing import iso, wait_until
+from tests.support.tokens import ADMIN
 from tests.test_orders_worker import buy_ok, consumer_names, stream_key
 
 CLUSTER_ONLY = pytest.mark.parametrize("redis_backend", ["cluster"], indirect=True)

@@ -10,7 +10,9 @@ from typing import Any
 
 from flask.testing import FlaskClient
 
-from tests.conftest import create_activity, expect, iso, user_headers
+from tests.support.api import create_activity, expect
+from tests.support.timing import iso
+from tests.support.tokens import user_headers
 
 
 def queued_activity(client: FlaskClient, admission: str = "queue", total: int = 5,

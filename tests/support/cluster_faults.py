@@ -37,8 +37,10 @@ from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.routing import slot_of
 from seckill.web.app import create_app
 from seckill.worker.groups import GROUP
-from tests.conftest import ADMIN, buy, gateway_env, user_headers
+from tests.support.api import buy
+from tests.support.gateway import gateway_env
 from tests.support.orders import stored_orders
+from tests.support.tokens import ADMIN, user_headers
 
 
 @contextlib.contextmanager

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.ops.stack.ports import free_listen_port
-from tests.conftest import gateway_env
+from tests.support.gateway import gateway_env
 from tests.support.relay import ChunkHook, Relay
 from tests.support.servers import NginxFront, gunicorn_server, nginx_server, running_server
 

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -35,20 +35,6 @@ from seckill.store.plumbing.scripts import Scripts
 from seckill.worker.orders import GROUP, OrdersWorker
 from seckill.worker.stop import StopFlag
 from tests.support.servers import REPO_ROOT, stop_process
-
-
-def wait_until(
-    predicate: Callable[[], Any], timeout: float, interval: float = 0.02, what: str = ""
-) -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
-        time.sleep(interval)
 
 
 @contextlib.contextmanager

@@ -14,7 +14,9 @@ from seckill.domain.packets import split
 from seckill.sql import engine as db
 from seckill.sql.book import OrderBook
 from seckill.sql.sealing import Keyring
-from tests.conftest import ADMIN, URL_KEY, expect, iso
+from tests.support.api import expect
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, URL_KEY
 
 
 def key(prefix: str, aid: str, name: str) -> str:

@@ -9,7 +9,8 @@ from typing import Any
 from flask.testing import FlaskClient
 
 from edge.identity import mint_user_token
-from tests.conftest import JWT_SECRET, create_activity, expect
+from tests.support.api import create_activity, expect
+from tests.support.tokens import JWT_SECRET
 
 CLAIM = "https://shop.example/person"  # the claim SECKILL_PERSON_CLAIM names in these suites
 ABSENT = object()

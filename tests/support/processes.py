@@ -8,7 +8,7 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from tests.support.orders import wait_until
+from tests.support.timing import wait_until
 
 
 def stopped(process: subprocess.Popen[bytes], timeout: float = 5.0) -> None:

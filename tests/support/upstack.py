@@ -20,8 +20,9 @@ import psutil
 
 from edge.identity import mint_user_token
 from seckill.ops.stack.ports import free_listen_port
-from tests.conftest import ADMIN, ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, URL_KEY, iso
 from tests.support.servers import require_nginx
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, URL_KEY
 from tests.test_cli import call, seckill_up
 
 
