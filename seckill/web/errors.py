@@ -42,7 +42,8 @@ def as_domain_error(exc: BaseException, method: str, path: str) -> errors.Seckil
         # Fail closed: whatever needed Redis (the sale window, a purchase, an order lookup)
         # cannot be decided; the contract's answer is 503 unavailable, not 500.
         # NOREPLICAS (no replica online) keeps its own detail on every route: refused before
-        # anything was decided.
+        # anything was decided. The one place: the store's methods let a RedisError through
+        # to here rather than convert it each (tests/test_redis_failure_mapping.py).
         log.warning("redis unavailable on %s %s: %s", method, path, exc)
         return unavailable(exc)
     if (away := database_unavailable(exc)) is not None:

@@ -78,7 +78,9 @@ class DurableRunner:
                 then.fallback()
             reply, *waited = replies
         except redis.RedisError as exc:
-            raise unavailable(exc) from exc  # NOREPLICAS: refused, nothing decided
+            # Here, not left to the web's one mapping: the borrowing's lend loop catches
+            # Unavailable to go on to the next part (NOREPLICAS: refused, nothing decided).
+            raise unavailable(exc) from exc
         if waited and wrote(reply) and not self.durability.confirmed(waited[-1]):
             log.error("write not confirmed on disk (WAITAOF said %r)", waited[-1])
             if self.durability.found_no_replica(waited):
@@ -96,6 +98,8 @@ class DurableRunner:
             if not self.ensure(aid):
                 raise errors.UnknownActivity(activity=aid)
         except redis.RedisError as exc:
+            # As in run: a part's rebuild that fails is one part not answering to the lend
+            # loop, which catches Unavailable.
             raise unavailable(exc) from exc
 
     def run_restoring(self, aid: str, script: Any, keys: list[str], args: list[Any]) -> Any:

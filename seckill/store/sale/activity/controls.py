@@ -20,7 +20,6 @@ from seckill.domain import errors
 from seckill.domain.activities import Activity
 from seckill.domain.clock import iso_from_ms, now_ms
 from seckill.sql.book import OrderBook
-from seckill.store.plumbing.connection import unavailable
 from seckill.store.plumbing.parts import part_tags
 from seckill.store.sale.activity.activities import ActivityStore
 from seckill.store.sale.activity.levers import ENDS, PAUSED, LeverRecords
@@ -45,12 +44,9 @@ class SaleControls:
     def current(self, aid: str) -> Activity:
         """The activity as Redis holds it now (rebuilt from the database if Redis lost it);
         UnknownActivity if neither knows it."""
-        try:
+        activity = self.store.load(aid)
+        if activity is None and self.restorer.ensure(aid):
             activity = self.store.load(aid)
-            if activity is None and self.restorer.ensure(aid):
-                activity = self.store.load(aid)
-        except redis.RedisError as exc:
-            raise unavailable(exc) from exc
         if activity is None:
             raise errors.UnknownActivity(activity=aid)
         return activity
@@ -97,14 +93,11 @@ class SaleControls:
         kept = [item for field, value in changes.items() if value is not None
                 for item in (field, value)]
         gone = [field for field, value in changes.items() if value is None]
-        try:
-            for tag in part_tags(activity.id, activity.shards):
-                if kept:
-                    client.hset(self.store.keys.meta(tag), items=kept)
-                if gone:
-                    client.hdel(self.store.keys.meta(tag), *gone)
-        except redis.RedisError as exc:
-            raise unavailable(exc) from exc
+        for tag in part_tags(activity.id, activity.shards):
+            if kept:
+                client.hset(self.store.keys.meta(tag), items=kept)
+            if gone:
+                client.hdel(self.store.keys.meta(tag), *gone)
         self._announce(activity.id, ", ".join(changes))
 
     def _announce(self, aid: str, what: str) -> None:
@@ -143,16 +136,13 @@ class SaleControls:
         """The activities of ``ids`` as Redis holds them (in one round trip, and one more for
         sharded ones); one Redis lost is rebuilt from the database, one deleted is skipped."""
         client = self.store.client
-        try:
-            pipe = client.pipeline(transaction=False)
-            for aid in ids:
-                pipe.hgetall(self.store.keys.meta(aid))
-            replies = pipe.execute()
-            found = [activity_from_meta(aid, fields)
-                     for aid, fields in zip(ids, replies, strict=True) if fields]
-            summed = {a.id: w for a, w in zip(found, self.store.whole(found), strict=True) if w}
-        except redis.RedisError as exc:
-            raise unavailable(exc) from exc
+        pipe = client.pipeline(transaction=False)
+        for aid in ids:
+            pipe.hgetall(self.store.keys.meta(aid))
+        replies = pipe.execute()
+        found = [activity_from_meta(aid, fields)
+                 for aid, fields in zip(ids, replies, strict=True) if fields]
+        summed = {a.id: w for a, w in zip(found, self.store.whole(found), strict=True) if w}
         loaded = [summed.get(aid) or self._missing(aid, rebuild) for aid in ids]
         return [activity for activity in loaded if activity is not None]
 

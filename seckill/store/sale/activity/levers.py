@@ -50,10 +50,7 @@ class LeverRecords:
         """Note that the database may lag ``aid``'s levers (before a lever touches Redis);
         the token to forget the mark with once it no longer does."""
         token = secrets.token_hex(8)
-        try:
-            self.client.hset(self.keys.levers_pending(), aid, token)
-        except redis.RedisError as exc:
-            raise unavailable(exc) from exc
+        self.client.hset(self.keys.levers_pending(), aid, token)
         return token
 
     def apply(self, aid: str, shards: int, field: str, value: str, version: int
@@ -74,11 +71,13 @@ class LeverRecords:
         for done, tag in enumerate(tags[1:], start=1):
             try:
                 reply = self._lever(tag, field, now, version)
-            except errors.Unavailable as exc:
+            except redis.RedisError as exc:
+                # Not the generic 503: the parts before this one keep the lever, and the
+                # operator is told so (same detail as the generic one).
                 raise errors.Unavailable(
                     f"the {_WORDS[field]} is in force on {done} of the {shards} parts of the "
                     "stock; the others follow within seconds (the database too); nothing to "
-                    "do but check the activity", detail=exc.extra.get("detail", "redis"),
+                    "do but check the activity", detail=unavailable(exc).extra["detail"],
                     applied="partly") from exc
             if field == ENDS and reply[0] in ("ok", "ended"):
                 ends.append(int(reply[2] if reply[0] == "ok" else reply[1]))
@@ -188,10 +187,7 @@ class LeverRecords:
         return latest
 
     def _lever(self, tag: str, field: str, value: str, version: int) -> Any:
-        try:
-            reply = self.scripts.lever(keys=[self.keys.meta(tag)], args=[field, value, version])
-        except redis.RedisError as exc:
-            raise unavailable(exc) from exc
+        reply = self.scripts.lever(keys=[self.keys.meta(tag)], args=[field, value, version])
         if reply[0] == "uninitialized":
             raise errors.Uninitialized()
         return reply

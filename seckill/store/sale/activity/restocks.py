@@ -12,7 +12,7 @@ import redis
 from seckill.domain import errors
 from seckill.domain.activities import MAX_TOTAL
 from seckill.sql.book import OrderBook
-from seckill.store.plumbing.connection import Client, unavailable
+from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.plumbing.writes import DurableRunner
@@ -45,16 +45,13 @@ class Restocks:
         """
         shards = self.parts.count(aid)
         reply: Any
-        try:
-            if shards > 1:
-                self.sharded.restock(self.client, aid, add, shards)
-                total, sold, _ = numbers(self.sharded.parts(self.client, aid, shards))
-                reply = ["ok", total, total - sold]
-            else:  # with the durability wait, as a purchase
-                reply = self.runner.run_restoring(aid, self.scripts.restock,
-                                                  [self.keys.meta(aid)], [add, MAX_TOTAL])
-        except redis.RedisError as exc:
-            raise unavailable(exc) from exc
+        if shards > 1:
+            self.sharded.restock(self.client, aid, add, shards)
+            total, sold, _ = numbers(self.sharded.parts(self.client, aid, shards))
+            reply = ["ok", total, total - sold]
+        else:  # with the durability wait, as a purchase
+            reply = self.runner.run_restoring(aid, self.scripts.restock,
+                                              [self.keys.meta(aid)], [add, MAX_TOTAL])
         restock_refusal(reply, add)
         total, remaining = int(reply[1]), int(reply[2])
         if add > 0:
@@ -72,11 +69,8 @@ class Restocks:
         in one ``lua/restock.lua`` call, within the same bounds (a removal: the variant's
         unsold units). The database's totals follow. Returns the activity's (total,
         remaining)."""
-        try:
-            reply = self.runner.run_restoring(aid, self.scripts.restock, [self.keys.meta(aid)],
-                                              [add, MAX_TOTAL, vid])
-        except redis.RedisError as exc:
-            raise unavailable(exc) from exc
+        reply = self.runner.run_restoring(aid, self.scripts.restock, [self.keys.meta(aid)],
+                                          [add, MAX_TOTAL, vid])
         if reply[0] == "unknown_variant":
             raise errors.UnknownVariant(variant=vid)
         if reply[0] in ("variant_required", "no_variants"):

@@ -22,7 +22,7 @@ from seckill.domain import admission, errors
 from seckill.domain.activities import Activity
 from seckill.domain.admission import QueueView
 from seckill.domain.clock import iso_from_ms
-from seckill.store.plumbing.connection import Client, ScriptWire, unavailable
+from seckill.store.plumbing.connection import Client, ScriptWire
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.plumbing.writes import FollowUp
@@ -53,11 +53,7 @@ class AdmissionQueue:
     def _run(self, join: bool, aid: str, args: list[Any]) -> list[Any]:
         script = self.scripts.queue_join if join else self.scripts.queue_status
         for attempt in (1, 2):
-            try:
-                reply: list[Any] = self.wire.run_script(script, queue_keys(self.keys, aid),
-                                                        args)[0]
-            except redis.RedisError as exc:
-                raise unavailable(exc) from exc  # NOREPLICAS: no_replica, nothing changed
+            reply: list[Any] = self.wire.run_script(script, queue_keys(self.keys, aid), args)[0]
             if reply[0] != "uninitialized" or attempt == 2:
                 break
             self.restorer.ensure(aid)  # Redis lost the activity: rebuilt from the database
@@ -118,10 +114,7 @@ class AdmissionQueue:
             # the keys share a slot and it routes the command by them.
             pipe.execute_command("EVALSHA", self.scripts.queue_status.sha, len(keys), *keys,
                                  "", self.ttl_ms, "")
-        try:
-            replies = pipe.execute(raise_on_error=False)
-        except redis.RedisError as exc:
-            raise unavailable(exc) from exc
+        replies = pipe.execute(raise_on_error=False)
         return [self.state(aid) if isinstance(reply, Exception) or reply[0] in _NOT_A_VIEW
                 else QueueView.of(reply) for aid, reply in zip(aids, replies, strict=True)]
 
@@ -144,17 +137,11 @@ class AdmissionQueue:
 
     def position(self, aid: str, uid: str) -> int | None:
         """The user's place in the queue (1: next), None when not waiting."""
-        try:
-            place: Any = self.client.zrank(self.keys.queue(aid), uid)
-        except redis.RedisError as exc:
-            raise unavailable(exc) from exc
+        place: Any = self.client.zrank(self.keys.queue(aid), uid)
         return None if place is None else int(place) + 1
 
     def set_factor(self, aid: str, factor: float) -> None:
         """The operator's admission factor, live: the next poll admits by it (kept in the
         database too, for a rebuild)."""
         self.restorer.book.set_admission_factor(aid, factor)
-        try:
-            self.client.hset(self.keys.meta(aid), "admission_factor", f"{factor:g}")
-        except redis.RedisError as exc:
-            raise unavailable(exc) from exc
+        self.client.hset(self.keys.meta(aid), "admission_factor", f"{factor:g}")

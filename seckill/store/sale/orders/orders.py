@@ -8,13 +8,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import redis
-
 from seckill.domain import errors
 from seckill.domain.orders import CANCELLED, OrderStatus, activity_of_order
 from seckill.domain.variants import decode_items
 from seckill.sql.book import OrderBook
-from seckill.store.plumbing.connection import Client, unavailable
+from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace, split_buyer_entry
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.plumbing.writes import DurableRunner
@@ -40,16 +38,13 @@ class Orders:
 
     def order_status(self, aid: str, uid: str, restore: bool = True) -> OrderStatus:
         """A buyer's order on an activity, from Redis (the activity rebuilt if Redis lost it)."""
-        try:
-            tag = self.parts.home_tag(aid, uid)
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hget(self.keys.buyers(tag), uid)
-            pipe.hget(self.keys.cancelled(tag), uid)
-            pipe.exists(self.keys.meta(tag))
-            pipe.hget(self.keys.amounts(tag), uid)
-            live, cancelled, initialized, amount = pipe.execute()
-        except redis.RedisError as exc:
-            raise unavailable(exc) from exc
+        tag = self.parts.home_tag(aid, uid)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hget(self.keys.buyers(tag), uid)
+        pipe.hget(self.keys.cancelled(tag), uid)
+        pipe.exists(self.keys.meta(tag))
+        pipe.hget(self.keys.amounts(tag), uid)
+        live, cancelled, initialized, amount = pipe.execute()
         if not initialized and restore:
             # Redis lost the activity: "none" would be a lie; rebuild, then answer.
             self.runner.restore(aid)
@@ -65,16 +60,13 @@ class Orders:
     def find(self, order_id: str, aid: str) -> tuple[str, int, str | None]:
         """(user, quantity, database status) of an order, from the database or, while it is
         still pending, from its activity's stream; UnknownOrder if neither has it."""
-        try:
-            stored = self.book.find_order(order_id)
-            if stored is not None:
-                return stored.user_id, stored.quantity, stored.status
-            for tag in self.parts.tags(aid):
-                found = self._find_in_stream(order_id, self.keys.orders(tag))
-                if found is not None:
-                    return found
-        except redis.RedisError as exc:
-            raise unavailable(exc) from exc
+        stored = self.book.find_order(order_id)
+        if stored is not None:
+            return stored.user_id, stored.quantity, stored.status
+        for tag in self.parts.tags(aid):
+            found = self._find_in_stream(order_id, self.keys.orders(tag))
+            if found is not None:
+                return found
         raise errors.UnknownOrder(order_id=order_id)
 
     def _find_in_stream(self, order_id: str, stream: str) -> tuple[str, int, str | None] | None:
@@ -133,10 +125,7 @@ class Orders:
         activity's items hash, else (a rebuilt activity's older order) from the database."""
         if status.order_id is None:
             return status
-        try:
-            raw = self.client.hget(self.keys.items(aid), status.order_id)
-        except redis.RedisError as exc:
-            raise unavailable(exc) from exc
+        raw = self.client.hget(self.keys.items(aid), status.order_id)
         if raw is not None:
             return dataclasses.replace(status, items=decode_items(str(raw)))
         stored = self.book.find_order(status.order_id)

@@ -23,8 +23,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-import redis
-
 from seckill.domain import errors
 from seckill.domain.activities import PACKETS
 from seckill.domain.entries import PAYMENT_REF
@@ -37,7 +35,7 @@ from seckill.domain.orders import (
     activity_of_order,
 )
 from seckill.sql.book import OrderBook
-from seckill.store.plumbing.connection import Client, unavailable
+from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.scripts import Scripts
 from seckill.store.plumbing.writes import DurableRunner
@@ -78,11 +76,8 @@ class Payments:
         known = self._windows.get(aid)
         if known is not None:
             return known
-        try:
-            raw = self.client.hget(self.keys.meta(aid), "payment_window")
-            exists = raw is not None or bool(self.client.exists(self.keys.meta(aid)))
-        except redis.RedisError as exc:
-            raise unavailable(exc) from exc
+        raw = self.client.hget(self.keys.meta(aid), "payment_window")
+        exists = raw is not None or bool(self.client.exists(self.keys.meta(aid)))
         if exists:
             window = int(raw or 0)
         else:
@@ -128,10 +123,7 @@ class Payments:
             raise errors.PaymentExpired(order_id=order_id, pay_by=int(reply[1]))
         if outcome == "unknown":  # not held here: cancelled while due, or no such order
             uid, _, status = self.orders.find(order_id, aid)
-            try:
-                latest = self.client.hget(self.keys.cancelled(tag), uid)
-            except redis.RedisError as exc:
-                raise unavailable(exc) from exc
+            latest = self.client.hget(self.keys.cancelled(tag), uid)
             if status == CANCELLED or (latest is not None and str(latest) == order_id):
                 raise errors.AlreadyCancelled(order_id=order_id)
             raise errors.UnknownOrder(order_id=order_id)
@@ -143,19 +135,16 @@ class Payments:
 
         Read before pay.lua, not in it: an order's quantity and packet never change, and its
         price is the activity's (one for all its variants) when the payment arrives."""
-        try:
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hmget(self.keys.meta(aid), "kind", "price_amount", "price_currency")
-            pipe.hget(self.keys.payments(tag), order_id)
-            (kind, price, currency), record = pipe.execute()
-            fields = str(record).split("|") if record is not None else []
-            if len(fields) != 3 or fields[0] != DUE:
-                return None
-            if kind == PACKETS:  # the packet's own amount, in the price's currency if any
-                packet = self.client.hget(self.keys.amounts(aid), fields[2])
-                return (None if packet is None else int(packet)), currency
-        except redis.RedisError as exc:
-            raise unavailable(exc) from exc
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hmget(self.keys.meta(aid), "kind", "price_amount", "price_currency")
+        pipe.hget(self.keys.payments(tag), order_id)
+        (kind, price, currency), record = pipe.execute()
+        fields = str(record).split("|") if record is not None else []
+        if len(fields) != 3 or fields[0] != DUE:
+            return None
+        if kind == PACKETS:  # the packet's own amount, in the price's currency if any
+            packet = self.client.hget(self.keys.amounts(aid), fields[2])
+            return (None if packet is None else int(packet)), currency
         return (None if price is None else int(price) * int(fields[1])), currency
 
     def annotate(self, aid: str, status: OrderStatus) -> OrderStatus:
@@ -164,13 +153,10 @@ class Payments:
         if status.order_id is None or not self.window(aid):
             return status
         tag = self.parts.order_tag(aid, status.order_id)
-        try:
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hget(self.keys.payments(tag), status.order_id)
-            pipe.zscore(self.keys.holds(tag), status.order_id)
-            record, score = pipe.execute()
-        except redis.RedisError as exc:
-            raise unavailable(exc) from exc
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hget(self.keys.payments(tag), status.order_id)
+        pipe.zscore(self.keys.holds(tag), status.order_id)
+        record, score = pipe.execute()
         if record is None:
             return status  # cancelled by an operator while due: no payment to tell
         fields = str(record).split("|")
@@ -217,10 +203,7 @@ class Payments:
         for aid in unknown:
             pipe.hget(self.keys.meta(aid), "payment_window")
             pipe.exists(self.keys.meta(aid))
-        try:
-            replies = pipe.execute()
-        except redis.RedisError as exc:
-            raise unavailable(exc) from exc
+        replies = pipe.execute()
         for aid, raw, exists in zip(unknown, replies[0::2], replies[1::2], strict=True):
             if raw is not None or exists:
                 self._windows[aid] = int(raw or 0)

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import redis
-
 from seckill.sql.book import OrderBook
-from seckill.store.plumbing.connection import Client, unavailable
+from seckill.store.plumbing.connection import Client
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.parts import home_part, part_tags
 from seckill.store.sale.activity.recovery import part_of_order
@@ -28,10 +26,7 @@ class Parts:
         known = self._shards.get(aid)
         if known is not None:
             return known
-        try:
-            raw = self.client.hget(self.keys.meta(aid), "shards")
-        except redis.RedisError as exc:
-            raise unavailable(exc) from exc
+        raw = self.client.hget(self.keys.meta(aid), "shards")
         if raw is None:
             activity = self.book.load_activity(aid)
             if activity is None:
@@ -50,10 +45,7 @@ class Parts:
             pipe = self.client.pipeline(transaction=False)
             for aid in unknown:
                 pipe.hget(self.keys.meta(aid), "shards")
-            try:
-                replies = pipe.execute()
-            except redis.RedisError as exc:
-                raise unavailable(exc) from exc
+            replies = pipe.execute()
             for aid, raw in zip(unknown, replies, strict=True):
                 if raw is not None:
                     self._shards[aid] = int(raw)
