@@ -32,8 +32,11 @@ from tests.support.api import create_activity
 from tests.support.gateway import checked_app, gateway_env
 from tests.support.valkey import connect
 
-# Markers for what a test needs (tests/support/markers.py); Chromium (tests/support/browser.py).
-pytest_plugins = ["tests.support.markers", "tests.support.browser"]
+# Markers for what a test needs (tests/support/markers.py); Chromium (tests/support/browser.py);
+# gunicorn instances behind nginx (tests/support/nginx.py); the race over HTTP
+# (tests/support/race.py). Their fixtures, like the ones below, need no import.
+pytest_plugins = ["tests.support.markers", "tests.support.browser", "tests.support.nginx",
+                  "tests.support.race"]
 
 
 def _port_slices(workers: int) -> int:

@@ -12,18 +12,10 @@ from flask.testing import FlaskClient
 from tests.support.admission import join, queued_activity
 from tests.support.api import expect
 from tests.support.backends import BOTH_BACKENDS
+from tests.support.challenge import challenge_for, solve
 from tests.support.tokens import user_headers
-from tests.test_challenge import solve
 
 pytestmark = BOTH_BACKENDS
-
-
-def challenge_for(client: FlaskClient, aid: str, uid: str) -> dict[str, object]:
-    answer = client.get(f"/seckill/{aid}/challenge", headers=user_headers(uid))
-    issued = expect(answer, 200)
-    assert answer.headers["Cache-Control"] == "no-store"
-    assert set(issued) == {"algorithm", "challenge", "maxnumber", "salt", "signature"}
-    return issued
 
 
 def test_a_join_needs_a_fresh_solution_of_the_users_own_challenge(client: FlaskClient) -> None:

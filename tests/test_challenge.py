@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import altcha
 import pytest
 import redis
 from hypothesis import given
@@ -31,6 +30,7 @@ from seckill.store.plumbing.keys import KeySpace
 from seckill.store.sale.admission import challenge
 from seckill.store.sale.admission.challenge import Challenges
 from tests.support.backends import BOTH_BACKENDS
+from tests.support.challenge import solve
 from tests.support.valkey import keys_of
 
 SECRET = "test-altcha-secret-0123456789abcdef"
@@ -44,17 +44,6 @@ def challenges(rds: redis.Redis, prefix: str) -> Challenges:
 
 def new_aid() -> str:
     return f"a{uuid.uuid4().hex[:10]}"
-
-
-def solve(issued: dict[str, Any]) -> str:
-    """The base64 solution the widget would send, found by altcha's own solver."""
-    assert set(issued) == {"algorithm", "challenge", "maxnumber", "salt", "signature"}, issued
-    found = altcha.solve_challenge_v1(altcha.ChallengeV1(
-        issued["algorithm"], issued["challenge"], issued["maxnumber"], issued["salt"],
-        issued["signature"]))
-    assert found is not None
-    return altcha.PayloadV1(issued["algorithm"], issued["challenge"], found.number,
-                            issued["salt"], issued["signature"]).to_base64()
 
 
 def fields(payload: str) -> dict[str, Any]:

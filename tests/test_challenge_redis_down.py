@@ -7,9 +7,8 @@ from __future__ import annotations
 from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.support.admission import join, queued_activity
 from tests.support.api import expect
+from tests.support.challenge import challenge_for, solve
 from tests.support.tokens import user_headers
-from tests.test_admission_challenge import challenge_for
-from tests.test_challenge import solve
 
 
 def test_challenge_and_join_answer_503_while_redis_is_away(make_app, private_valkey:

@@ -4,18 +4,13 @@ run as real processes (``seckill_process``, ``seckill_up``)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +23,14 @@ from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.ops.stack.ports import free_listen_port
 from tests.support.api import buy
 from tests.support.cli import (
-    SECKILL,
     assert_one_line_error,
+    call,
     clean_environ,
     seckill,
     seckill_process,
+    seckill_up,
+    stop_and_check_nothing_is_left,
+    wait_healthy,
 )
 from tests.support.timing import iso
 from tests.support.tokens import ADMIN, ADMIN_TOKEN, JWT_SECRET, URL_KEY
@@ -261,81 +259,6 @@ def test_nginx_render_writes_a_config_nginx_accepts(tmp_path: Path) -> None:
 # -- seckill up ------------------------------------------------------------------------
 
 
-def call(port: int, method: str, path: str, token: str | None = None,
-         body: Any = None) -> tuple[int, Any]:
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}{path}", method=method,
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"} if body is not None else {},
-    )
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return exc.code, json.loads(exc.read())
-    except OSError:
-        return 0, None
-
-
-def wait_healthy(port: int, up: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert up.poll() is None, f"seckill up exited: {log.read_text()}"
-        if call(port, "GET", "/healthz")[0] == 200:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"no healthy answer on {port} in {timeout}s: {log.read_text()}")
-
-
-def alive(process: psutil.Process) -> bool:
-    """Running and not a zombie; ``is_running`` also guards against a reused PID."""
-    try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-@contextlib.contextmanager
-def seckill_up(tmp_path: Path, env: dict[str, str], *args: str) -> Iterator[
-    tuple[subprocess.Popen[bytes], int, Path, list[psutil.Process]]
-]:
-    """Run ``seckill up`` on a free port until healthy; yield it, its port, its log, and a
-    list the test fills with the processes it saw (all of them are checked gone at the end,
-    and killed by PID if a failing test left them)."""
-    port = free_listen_port()
-    log = tmp_path / "up.log"
-    seen: list[psutil.Process] = []
-    with log.open("wb") as sink:
-        up = subprocess.Popen(
-            [str(SECKILL), "up", "--port", str(port), *args],
-            env=clean_environ(**env), stdin=subprocess.DEVNULL, stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        wait_healthy(port, up, log, timeout=60)
-        deadline = time.monotonic() + 10  # the banner follows the last child's readiness
-        while "seckill is up on" not in log.read_text() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert "seckill is up on" in log.read_text(), log.read_text()
-        yield up, port, log, seen
-    finally:
-        if up.poll() is None:
-            seen.extend(psutil.Process(up.pid).children(recursive=True))
-            up.send_signal(signal.SIGTERM)
-            try:
-                up.wait(30)
-            except subprocess.TimeoutExpired:
-                up.kill()
-                up.wait(10)
-        for process in seen:
-            if alive(process):
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    process.kill()
-
-
 def children_by_role(up: subprocess.Popen[bytes]) -> dict[str, psutil.Process]:
     roles: dict[str, psutil.Process] = {}
     for child in psutil.Process(up.pid).children():
@@ -350,19 +273,6 @@ def children_by_role(up: subprocess.Popen[bytes]) -> dict[str, psutil.Process]:
         elif "seckill.worker" in cmdline:
             roles["worker"] = child
     return roles
-
-
-def stop_and_check_nothing_is_left(
-    up: subprocess.Popen[bytes], log: Path, seen: list[psutil.Process]
-) -> None:
-    seen.extend(psutil.Process(up.pid).children(recursive=True))
-    started = time.monotonic()
-    up.send_signal(signal.SIGTERM)
-    assert up.wait(15) == 0, log.read_text()
-    assert time.monotonic() - started < 15
-    left = [p for p in seen if alive(p)]
-    assert not left, [(p.pid, p.cmdline()) for p in left]
-    assert "seckill-up INFO stopped" in log.read_text()
 
 
 def test_up_serves_a_purchase_restarts_a_dead_child_and_stops_clean(tmp_path: Path) -> None:

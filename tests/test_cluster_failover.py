@@ -18,7 +18,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ from tests.support.cluster_faults import (
     drained,
     frozen,
     gateway_app,
+    http_buyer,
     masters,
     private_cluster,
     replica_online,
@@ -54,9 +55,9 @@ from tests.support.orders import (
     stored_orders,
     worker_process,
 )
+from tests.support.race import Gateway
 from tests.support.servers import gunicorn_server
 from tests.support.timing import wait_until
-from tests.test_concurrency import Gateway, bearer
 
 RECOVERY_BOUND = 10.0  # seconds from the kill until the gateway answers for the slot again
 CROWD_THREADS = 24
@@ -223,19 +224,6 @@ def test_replica_a_200_waits_for_the_replica_fsync_not_for_its_once_a_second_ack
     print(f"\nreplica durability: purchase median {took[10] * 1000:.0f} ms, "
           f"max {took[-1] * 1000:.0f} ms")
     assert took[10] < 0.1 and took[-2] < 0.3, took
-
-
-def http_buyer(gateway: Gateway) -> Callable[[str, str], tuple[int, dict[str, Any]]]:
-    """A purchase over HTTP, as a browser makes it: a purchase URL, then the purchase."""
-
-    def buy_once(uid: str, aid: str) -> tuple[int, dict[str, Any]]:
-        headers = bearer(uid)
-        status, body = gateway.call("GET", f"/seckill/url?activity={aid}", headers=headers)
-        if status != 200:
-            return status, body
-        return gateway.call("POST", body["url"], headers=headers)
-
-    return buy_once
 
 
 def test_a_master_killed_mid_sale_fails_over_and_every_200_keeps_its_order(

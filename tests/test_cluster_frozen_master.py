@@ -31,14 +31,14 @@ from tests.support.cluster_faults import (
     activity_on,
     cluster_env,
     frozen,
+    http_buyer,
     masters,
     private_cluster,
     replicas_of,
 )
+from tests.support.race import Gateway
 from tests.support.servers import gunicorn_server
 from tests.support.timing import wait_until
-from tests.test_cluster_failover import http_buyer
-from tests.test_concurrency import Gateway
 
 NODE_TIMEOUT = 1.0  # seconds: the cluster's cluster-node-timeout
 # After the failover, purchases sent later than this are all answered by the new master: the

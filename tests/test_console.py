@@ -16,10 +16,10 @@ import pytest
 
 from seckill.ops.stack.ports import free_listen_port
 from tests.support.api import buy, create_activity, expect
+from tests.support.cli import call
 from tests.support.screenshots import shoot
 from tests.support.tokens import ADMIN, ADMIN_TOKEN, user_headers
 from tests.support.upstack import UpStack, running_up, user_token
-from tests.test_cli import call
 
 
 def test_the_state_says_stock_outcomes_backlog_and_instances(make_app):

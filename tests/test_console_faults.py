@@ -20,12 +20,12 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.support.api import create_activity, expect
+from tests.support.cli import call
 from tests.support.fault_front import PURCHASE, FaultFront, fault_front
 from tests.support.screenshots import shoot
 from tests.support.timing import iso
 from tests.support.tokens import ADMIN, ADMIN_TOKEN, METRICS
 from tests.support.upstack import user_token
-from tests.test_cli import call
 
 # Every Content-Security-Policy violation the page meets, from its first script on.
 WATCH_CSP = """window.__csp = [];

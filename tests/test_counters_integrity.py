@@ -21,11 +21,11 @@ from seckill.store.plumbing.parts import part_tags
 from tests.support.api import activity_stats, buy, expect
 from tests.support.backends import BOTH_BACKENDS
 from tests.support.cli import seckill
+from tests.support.metrics import of, scrape
 from tests.support.orders import built_worker, drain
+from tests.support.shards import users_homed
 from tests.support.timing import wait_until
 from tests.support.tokens import ADMIN
-from tests.test_metrics_activity import of, scrape
-from tests.test_shards import users_homed
 
 
 def inconsistent(response: Any) -> None:

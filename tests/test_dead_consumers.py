@@ -18,10 +18,10 @@ from flask.testing import FlaskClient
 
 from seckill.config import Settings
 from seckill.worker.orders import GROUP
+from tests.support.api import buy_ok
 from tests.support.backends import BOTH_BACKENDS
-from tests.support.orders import WorkerThread, built_worker, drain, stored_orders
+from tests.support.orders import WorkerThread, built_worker, drain, stored_orders, stream_key
 from tests.support.timing import wait_until
-from tests.test_orders_worker import buy_ok, stream_key
 
 pytestmark = [BOTH_BACKENDS, pytest.mark.database]
 

@@ -25,14 +25,13 @@ import orjson
 import pytest
 import urllib3
 
-from tests import test_nginx as nginx_tests
+from tests.support.nginx import Answer, Instances, call, create_activity, front
 from tests.support.servers import NginxFront
 from tests.support.timing import iso
-from tests.support.tokens import ADMIN
-from tests.test_nginx import Answer, Instances, bearer, call, create_activity, front
+from tests.support.tokens import ADMIN, user_headers
 
-instances = nginx_tests.instances
-http = nginx_tests.http
+# Two gunicorn instances of this module's own and a client pool: the fixtures ``instances``
+# and ``http`` of tests/support/nginx.py.
 
 HIT = "HIT"
 
@@ -44,7 +43,7 @@ def proxy(instances: Instances, tmp_path: Path) -> Iterator[NginxFront]:
 
 
 def new_user(name: str = "u") -> dict[str, str]:
-    return bearer(f"{name}-{uuid.uuid4().hex[:8]}")
+    return user_headers(f"{name}-{uuid.uuid4().hex[:8]}")
 
 
 def url_of(proxy: NginxFront, aid: str) -> str:
@@ -353,11 +352,11 @@ def test_a_blocked_buyer_is_the_gateways_answer_every_time(http, proxy) -> None:
     agreeing = 0
     while agreeing < 8:  # both instances, each worker: 8 refusals in a row
         agreeing = agreeing + 1 if call(http, "GET", url_of(proxy, aid),
-                                        bearer(uid)).status == 403 else 0
+                                        user_headers(uid)).status == 403 else 0
         assert time.monotonic() < deadline
         time.sleep(0.05)
     for _ in range(3):
-        refused = never_from_nginx(call(http, "GET", url_of(proxy, aid), bearer(uid)))
+        refused = never_from_nginx(call(http, "GET", url_of(proxy, aid), user_headers(uid)))
         assert (refused.status, refused.body["error"]) == (403, "blocked"), refused.body
         other = never_from_nginx(call(http, "GET", url_of(proxy, aid), new_user()))
         assert other.status == 200, other.body

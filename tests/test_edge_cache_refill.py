@@ -39,15 +39,14 @@ from seckill.store.plumbing.connection import close_client
 from seckill.store.plumbing.keys import split_buyer_entry
 from seckill.worker.expiry import Expirer
 from seckill.worker.stop import StopFlag
-from tests import test_nginx as nginx_tests
 from tests.support.gateway import gateway_env
+from tests.support.nginx import USER_RATE, Answer, Instances, call, create_activity, front
 from tests.support.orders import built_worker
 from tests.support.servers import NginxFront
-from tests.support.tokens import ADMIN
-from tests.test_nginx import USER_RATE, Answer, Instances, bearer, call, create_activity, front
+from tests.support.tokens import ADMIN, user_headers
 
-instances = nginx_tests.instances
-http = nginx_tests.http
+# Two gunicorn instances of this module's own and a client pool: the fixtures ``instances``
+# and ``http`` of tests/support/nginx.py.
 
 BOUND = 2.0  # the contract: units that come back are on sale through nginx within 2 s
 # Ticket holders retry in one tight loop, so they may buy every unit that comes back before a
@@ -132,7 +131,7 @@ class Flood:
 
     def _fresh(self) -> None:
         user = f"fresh-{uuid.uuid4().hex[:12]}"
-        headers = bearer(user)
+        headers = user_headers(user)
         asked = time.time()
         got = self._note("url", call(self.http, "GET", self.url(), headers))
         if got.status == 200:
@@ -244,7 +243,7 @@ def tickets_for(http: urllib3.PoolManager, proxy: NginxFront, aid: str, count: i
     found = []
     for _ in range(count):
         user = f"ticket-{uuid.uuid4().hex[:12]}"
-        headers = bearer(user)
+        headers = user_headers(user)
         got = call(http, "GET", f"{proxy.base}/seckill/url?activity={aid}", headers)
         assert got.status == 200, got.body
         found.append(Ticket(user, headers, f"{proxy.base}{got.body['url']}"))

@@ -30,7 +30,7 @@ from seckill.store.plumbing.keys import KeySpace
 from seckill.worker import streams
 from seckill.worker.expiry import Expirer
 from seckill.worker.orders import GROUP
-from tests.support.api import order_status
+from tests.support.api import buy_ok, order_status
 from tests.support.backends import BOTH_BACKENDS
 from tests.support.orders import (
     WorkerThread,
@@ -39,12 +39,12 @@ from tests.support.orders import (
     pending,
     stop_worker_process,
     stored_orders,
+    stream_key,
     worker_process,
 )
 from tests.support.processes import stopped
 from tests.support.timing import wait_until
 from tests.support.tokens import ADMIN
-from tests.test_orders_worker import buy_ok, stream_key
 
 pytestmark = pytest.mark.database
 

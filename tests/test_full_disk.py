@@ -37,12 +37,12 @@ from seckill.ops.stack.supervisor import ChildSpec, Supervisor
 from seckill.store.plumbing.storage import available_bytes
 from seckill.web.app import create_app
 from tests.support.api import buy, create_activity, order_status
+from tests.support.cli import call
 from tests.support.gateway import gateway_env
 from tests.support.orders import dedicated_valkey, stop_worker_process, worker_process
 from tests.support.timing import wait_until
 from tests.support.tokens import ADMIN, ADMIN_TOKEN, user_headers
 from tests.support.upstack import UpStack, running_up, user_token
-from tests.test_cli import call
 
 # More than the room under which Valkey runs everysec (seckill.ops.stack.embedded.ROOM_FLOOR_BYTES).
 DISK_SIZE = "160m"

@@ -16,118 +16,19 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
 
-from edge.identity import mint_user_token
 from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.support.gateway import gateway_env
 from tests.support.servers import gunicorn_server, nginx_server
 from tests.support.timing import iso
-from tests.support.tokens import ADMIN_TOKEN, JWT_SECRET
+from tests.support.tokens import ADMIN_TOKEN, user_headers
+from tests.support.wire import ADMIN_JSON, _parse, chunked, exchange, request
 
 READ_TIMEOUT = 2  # seconds, the servers' header/body timeouts in this module
 GRACE = 4.0  # how much later than READ_TIMEOUT an answer may come on a busy machine
-
-
-@dataclass
-class Answer:
-    status: int | None  # None: the connection closed without an answer
-    headers: dict[str, str]
-    body: Any
-    raw: bytes
-    closed: bool  # the server closed the connection after the answer
-    seconds: float
-
-    def json_error(self, status: int | set[int], error: str | set[str]) -> dict[str, Any]:
-        """The contract's JSON error body, checked."""
-        statuses = {status} if isinstance(status, int) else status
-        errors = {error} if isinstance(error, str) else error
-        assert self.status in statuses, self.raw[:600]
-        assert self.headers.get("content-type", "").startswith("application/json"), self.raw[:600]
-        assert isinstance(self.body, dict), self.raw[:600]
-        assert self.body.get("error") in errors and self.body.get("message"), self.body
-        return self.body
-
-
-def exchange(base: str, data: bytes, half_close: bool = False, wait: float = 15.0) -> Answer:
-    """Send ``data`` on a fresh connection and read one answer (and whether the server then
-    closed the connection); ``half_close`` shuts our sending side after the data."""
-    host, port = base.removeprefix("http://").split(":")
-    started = time.monotonic()
-    raw, closed, answer = b"", False, None
-    with socket.create_connection((host, int(port)), timeout=wait) as sock:
-        sock.sendall(data)
-        if half_close:
-            sock.shutdown(socket.SHUT_WR)
-        while True:
-            try:
-                chunk = sock.recv(65536)
-            except TimeoutError:  # answered and still open after a second, or no answer at all
-                break
-            except ConnectionResetError:
-                chunk = b""
-            if not chunk:
-                closed = True
-                break
-            raw += chunk
-            answer = answer or _parse(raw, started)
-            if answer is not None:
-                sock.settimeout(1.0)  # answered: does the server close the connection now?
-    answer = answer or Answer(None, {}, None, raw, closed, time.monotonic() - started)
-    answer.closed = closed
-    return answer
-
-
-def _parse(raw: bytes, started: float) -> Answer | None:
-    head, sep, rest = raw.partition(b"\r\n\r\n")
-    if not sep:
-        return None
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    length = int(headers.get("content-length", "0"))
-    if len(rest) < length:
-        return None
-    try:
-        body = orjson.loads(rest[:length])
-    except orjson.JSONDecodeError:
-        body = rest[:length].decode("latin-1")
-    return Answer(status, headers, body, raw, False, time.monotonic() - started)
-
-
-def request(method: str, path: str, headers: dict[str, str] | None = None,
-            body: bytes = b"", length: int | None = None) -> bytes:
-    """A raw HTTP/1.1 request; ``length`` overrides the Content-Length sent."""
-    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1"]
-    for name, value in (headers or {}).items():
-        lines.append(f"{name}: {value}")
-    if length is not None or body:
-        lines.append(f"Content-Length: {len(body) if length is None else length}")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
-
-
-def chunked(path: str, headers: dict[str, str], body: bytes, piece: int = 1000) -> bytes:
-    """A raw chunked POST of ``body`` in pieces of ``piece`` bytes."""
-    lines = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", "Transfer-Encoding: chunked"]
-    lines += [f"{name}: {value}" for name, value in headers.items()]
-    out = ("\r\n".join(lines) + "\r\n\r\n").encode()
-    for start in range(0, len(body), piece):
-        part = body[start:start + piece]
-        out += f"{len(part):x}\r\n".encode() + part + b"\r\n"
-    return out + b"0\r\n\r\n"
-
-
-def bearer(uid: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {mint_user_token(uid, JWT_SECRET, ttl=600)}"}
-
-
-ADMIN_JSON = {"Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": "application/json"}
 
 
 @dataclass
@@ -171,13 +72,13 @@ def sale(front: Front, per_user_limit: int = 2) -> str:
 
 
 def purchase_url(front: Front, aid: str, uid: str) -> str:
-    answer = exchange(front.base, request("GET", f"/seckill/url?activity={aid}", bearer(uid)))
+    answer = exchange(front.base, request("GET", f"/seckill/url?activity={aid}", user_headers(uid)))
     assert answer.status == 200, answer.raw
     return str(answer.body["url"])
 
 
 def order_of(front: Front, aid: str, uid: str) -> str:
-    answer = exchange(front.base, request("GET", f"/seckill/{aid}/order", bearer(uid)))
+    answer = exchange(front.base, request("GET", f"/seckill/{aid}/order", user_headers(uid)))
     assert answer.status == 200, answer.raw
     return str(answer.body["status"])
 
@@ -196,7 +97,8 @@ def test_short_body_then_half_close_is_never_a_purchase(front: Front) -> None:
     aid = sale(front)
     url = purchase_url(front, aid, "short-half")
     body = b'{"quantity":2}'
-    answer = exchange(front.base, request("POST", url, bearer("short-half"), body, length=100),
+    answer = exchange(front.base,
+                      request("POST", url, user_headers("short-half"), body, length=100),
                       half_close=True)
     # Either a 400 or a connection closed without an answer; never a decision.
     if answer.status is not None:
@@ -204,7 +106,7 @@ def test_short_body_then_half_close_is_never_a_purchase(front: Front) -> None:
     assert order_of(front, aid, "short-half") == "none"
     assert sold(front, aid) == 0
     # The same body whole buys: the probe above failed for its length alone.
-    whole = exchange(front.base, request("POST", url, bearer("short-half"), body))
+    whole = exchange(front.base, request("POST", url, user_headers("short-half"), body))
     assert whole.status == 200, whole.raw
     assert sold(front, aid) == 2
 
@@ -212,8 +114,8 @@ def test_short_body_then_half_close_is_never_a_purchase(front: Front) -> None:
 def test_a_client_that_stops_sending_the_body_gets_408_and_no_purchase(front: Front) -> None:
     aid = sale(front)
     url = purchase_url(front, aid, "short-stall")
-    answer = exchange(front.base, request("POST", url, bearer("short-stall"), b'{"quantity":2}',
-                                          length=100))
+    answer = exchange(front.base, request("POST", url, user_headers("short-stall"),
+                                          b'{"quantity":2}', length=100))
     # gunicorn answers the JSON 408; nginx closes a timed-out request without an answer.
     if answer.status is not None or front.name == "gunicorn":
         answer.json_error(408, "timeout")
@@ -259,10 +161,11 @@ def test_chunked_body_over_4_kib_is_413_and_not_bought(front: Front) -> None:
     aid = sale(front)
     url = purchase_url(front, aid, "chunky")
     body = b'{"quantity":2}' + b" " * 6000
-    answer = exchange(front.base, chunked(url, bearer("chunky"), body))
+    answer = exchange(front.base, chunked(url, user_headers("chunky"), body))
     answer.json_error(413, "too_large")
     assert order_of(front, aid, "chunky") == "none"
-    small = exchange(front.base, chunked(url, bearer("chunky"), b'{"quantity":2}' + b" " * 3000))
+    small = exchange(front.base,
+                     chunked(url, user_headers("chunky"), b'{"quantity":2}' + b" " * 3000))
     assert small.status == 200, small.raw
 
 
@@ -271,7 +174,7 @@ def test_chunked_body_of_exactly_4_kib_is_read_whole(front: Front) -> None:
     url = purchase_url(front, aid, "exact")
     body = b'{"quantity":2}'
     body += b" " * (4096 - len(body))
-    answer = exchange(front.base, chunked(url, bearer("exact"), body, piece=700))
+    answer = exchange(front.base, chunked(url, user_headers("exact"), body, piece=700))
     assert answer.status == 200, answer.raw
 
 

@@ -4,30 +4,16 @@ operator's stats say, outcomes are counted per known activity only, and Redis's 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.api import activity_stats, buy, create_activity, expect
 from tests.support.backends import BOTH_BACKENDS
+from tests.support.metrics import of, scrape
 from tests.support.timing import iso
-from tests.support.tokens import ADMIN, METRICS, user_headers
+from tests.support.tokens import ADMIN, user_headers
 
 pytestmark = pytest.mark.database
-
-
-def scrape(client: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of ``GET /metrics``: (name, sorted labels) -> value."""
-    response = client.get("/metrics", headers=METRICS)
-    assert response.status_code == 200
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(response.get_data(as_text=True))
-            for s in family.samples}
-
-
-def of(samples: dict[Any, float], name: str, **labels: str) -> float | None:
-    return samples.get((name, tuple(sorted(labels.items()))))
 
 
 @BOTH_BACKENDS

@@ -13,8 +13,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from tests.support.cli import seckill_up
 from tests.support.tokens import ADMIN_TOKEN, JWT_SECRET, URL_KEY
-from tests.test_cli import seckill_up
 
 
 def get(port: int, path: str, token: str | None) -> tuple[int, bytes]:

@@ -9,119 +9,25 @@ that read a request and then close the connection or never answer.
 from __future__ import annotations
 
 import collections
-import contextlib
 import re
-import socket
-import threading
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 import redis
-import urllib3
 
-from edge.identity import mint_user_token
 from seckill.ops.stack import nginx
-from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.ops.stack.ports import free_listen_port
-from tests.support.gateway import gateway_env
-from tests.support.servers import NginxFront, gunicorn_server, nginx_server, require_nginx
+from tests.support.nginx import TIMEOUT, call, create_activity, expect_json_error, front
+from tests.support.servers import require_nginx
 from tests.support.timing import iso
-from tests.support.tokens import ADMIN, JWT_SECRET
+from tests.support.tokens import ADMIN, user_headers
 
-TIMEOUT = urllib3.Timeout(connect=5.0, read=15.0)
-USER_RATE = "5/second"
-
-
-@dataclass
-class Instances:
-    backends: list[str]
-    names: list[str]
-    access_logs: list[Path]
-    prefix: str
-    tmp: Path
-
-    def key(self, aid: str, name: str) -> str:
-        return f"{self.prefix}:{{{aid}}}:{name}"
-
-
-@pytest.fixture(scope="module")
-def instances(
-    valkey: EmbeddedValkey, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Instances]:
-    require_nginx()  # before starting anything
-    tmp = tmp_path_factory.mktemp("nginx-instances")
-    prefix = f"t{uuid.uuid4().hex[:12]}"
-    env = {
-        **gateway_env(valkey.url, prefix, tmp / "data", f"sqlite:///{tmp / 'orders.db'}",
-                      USER_RATE),
-        "SECKILL_BEHIND_PROXY": "1",
-    }
-    names = ["inst-a", "inst-b"]
-    logs = [tmp / f"{name}.access.log" for name in names]
-    with contextlib.ExitStack() as stack:
-        bases = [
-            stack.enter_context(gunicorn_server(
-                {**env, "SECKILL_INSTANCE": name, "GUNICORN_ACCESSLOG": str(log)}, workers=1,
-            ))
-            for name, log in zip(names, logs, strict=True)
-        ]
-        yield Instances([b.removeprefix("http://") for b in bases], names, logs, prefix, tmp)
-
-
-@pytest.fixture
-def http() -> Iterator[urllib3.PoolManager]:
-    pool = urllib3.PoolManager(maxsize=16, block=True)
-    yield pool
-    pool.clear()
-
-
-@dataclass
-class Answer:
-    status: int
-    body: Any
-    headers: Any
-
-
-def call(http: urllib3.PoolManager, method: str, url: str, headers: dict[str, str] | None = None,
-         body: bytes | None = None) -> Answer:
-    response = http.request(method, url, headers=headers, body=body, timeout=TIMEOUT,
-                            retries=False, redirect=False)
-    content_type = response.headers.get("Content-Type", "")
-    parsed = orjson.loads(response.data) if content_type.startswith("application/json") else None
-    return Answer(response.status, parsed, response.headers)
-
-
-def expect_json_error(answer: Answer, status: int, error: str) -> None:
-    assert answer.status == status, (answer.status, answer.body)
-    assert answer.headers.get("Content-Type", "").startswith("application/json"), answer.headers
-    assert isinstance(answer.body, dict) and answer.body["error"] == error, answer.body
-    assert answer.body["message"], answer.body
-
-
-def bearer(uid: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {mint_user_token(uid, JWT_SECRET, ttl=600)}"}
-
-
-def create_activity(http: urllib3.PoolManager, admin_base: str, **fields: Any) -> str:
-    body = {"id": f"n{uuid.uuid4().hex[:10]}", "name": "Phone", "total": 10,
-            "starts_at": iso(-60), "ends_at": iso(3600), **fields}
-    made = call(http, "POST", f"{admin_base}/admin/activities",
-                {**ADMIN, "Content-Type": "application/json"}, orjson.dumps(body))
-    assert made.status == 201, made.body
-    return str(body["id"])
-
-
-@contextlib.contextmanager
-def front(instances: Instances, tmp_path: Path, backends: list[str] | None = None,
-          **options: Any) -> Iterator[NginxFront]:
-    with nginx_server(backends or instances.backends, tmp_path / "nginx", **options) as proxy:
-        yield proxy
+# Two gunicorn instances of this module's own, a client pool, and a stand-in instance: the
+# fixtures ``instances``, ``http`` and ``fake_instance`` of tests/support/nginx.py.
 
 
 # -- the config ------------------------------------------------------------------------
@@ -273,7 +179,7 @@ def test_per_ip_limit_is_json_429_and_a_spoofed_address_does_not_escape_it(
 def test_a_spoofed_address_does_not_escape_the_per_user_limit(instances, tmp_path, http) -> None:
     with front(instances, tmp_path, ip_rate="off") as proxy:
         aid = create_activity(http, proxy.admin_base)
-        headers = bearer(f"flooder-{uuid.uuid4().hex[:6]}")
+        headers = user_headers(f"flooder-{uuid.uuid4().hex[:6]}")
         started = time.monotonic()
         answers = [
             call(http, "GET", f"{proxy.base}/seckill/url?activity={aid}",
@@ -336,10 +242,10 @@ def test_micro_cache_serves_the_activity_and_nothing_per_user(instances, tmp_pat
         first = call(http, "GET", url)
         assert (first.status, first.headers["X-Cache"]) == (200, "MISS")
         # A user's token and a query string change nothing: the same cached answer.
-        again = call(http, "GET", f"{url}?bust={uuid.uuid4().hex}", bearer("alice"))
+        again = call(http, "GET", f"{url}?bust={uuid.uuid4().hex}", user_headers("alice"))
         assert again.headers["X-Cache"] == "HIT" and again.body == first.body
 
-        alice, bob = bearer("alice"), bearer("bob")
+        alice, bob = user_headers("alice"), user_headers("bob")
         issued = call(http, "GET", f"{proxy.base}/seckill/url?activity={aid}", alice)
         bought = call(http, "POST", f"{proxy.base}{issued.body['url']}", alice)
         assert bought.status == 200, bought.body
@@ -383,90 +289,20 @@ def test_micro_cache_serves_a_queue_state_and_never_a_users_place(
         assert (first.status, first.headers["X-Cache"]) == (200, "MISS"), first.body
         assert (first.body["state"], first.body["waiting"]) == ("queue_open", 0)
         joined = call(http, "POST", f"{proxy.base}/seckill/{aid}/queue",
-                      {**bearer("alice"), "Content-Type": "application/json"}, b"{}")
+                      {**user_headers("alice"), "Content-Type": "application/json"}, b"{}")
         assert joined.status == 200 and "X-Cache" not in joined.headers, joined.body
-        again = call(http, "GET", f"{url}?bust=1", bearer("bob"))
+        again = call(http, "GET", f"{url}?bust=1", user_headers("bob"))
         assert again.headers["X-Cache"] == "HIT" and again.body == first.body
         deadline = time.monotonic() + 5
         while (fresh := call(http, "GET", url)).body["waiting"] != 1:
             assert time.monotonic() < deadline, fresh.body
             time.sleep(0.1)
         for uid, status in (("alice", "waiting"), ("bob", "none"), ("alice", "waiting")):
-            mine = call(http, "GET", f"{proxy.base}/seckill/{aid}/queue", bearer(uid))
+            mine = call(http, "GET", f"{proxy.base}/seckill/{aid}/queue", user_headers(uid))
             assert mine.body["status"] == status and "X-Cache" not in mine.headers
 
 
 # -- what nginx answers itself -------------------------------------------------------------
-
-
-class FakeInstance:
-    """A TCP server standing in for a gunicorn instance: it reads a request's head, counts it
-    by method, then closes the connection without answering (``close``), keeps it open and
-    never answers (``stall``) until stopped, or answers ``{}`` and waits for the next request
-    on the same connection (``answer``, keeping every request head it saw)."""
-
-    def __init__(self, mode: str) -> None:
-        self.mode = mode
-        self.seen: collections.Counter[str] = collections.Counter()
-        self.heads: list[bytes] = []
-        self.connections = 0
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._sock = socket.create_server(("127.0.0.1", 0), backlog=64)
-        self._sock.settimeout(0.2)
-        self.address = f"127.0.0.1:{self._sock.getsockname()[1]}"
-        self._threads = [threading.Thread(target=self._serve, daemon=True)]
-        self._threads[0].start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            worker = threading.Thread(target=self._handle, args=(conn,), daemon=True)
-            self._threads.append(worker)
-            worker.start()
-
-    def _handle(self, conn: socket.socket) -> None:
-        with self._lock:
-            self.connections += 1
-        with conn:
-            conn.settimeout(5)
-            for _ in range(1000):  # requests on this connection
-                head = b""
-                with contextlib.suppress(OSError):
-                    while b"\r\n\r\n" not in head and len(head) < 65536:
-                        chunk = conn.recv(4096)
-                        if not chunk:
-                            return
-                        head += chunk
-                if b"\r\n\r\n" not in head:
-                    return
-                with self._lock:
-                    self.seen[head.split(b" ", 1)[0].decode()] += 1
-                    self.heads.append(head)
-                if self.mode == "stall":
-                    self._stop.wait(30)
-                if self.mode != "answer":
-                    return
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                             b"Content-Length: 2\r\n\r\n{}")
-
-    def close(self) -> None:
-        self._stop.set()
-        self._sock.close()
-        for thread in self._threads:
-            thread.join(5)
-
-
-@pytest.fixture
-def fake_instance(request: pytest.FixtureRequest) -> Iterator[FakeInstance]:
-    server = FakeInstance(request.param)
-    yield server
-    server.close()
 
 
 def test_nginx_own_answers_are_json(instances, tmp_path, http) -> None:
@@ -519,13 +355,14 @@ def test_a_get_moves_to_another_instance_a_purchase_never_does(
         users = [f"u{i}-{uuid.uuid4().hex[:6]}" for i in range(6)]
         urls = {}
         for uid in users:
-            issued = call(http, "GET", f"{proxy.base}/seckill/url?activity={aid}", bearer(uid))
+            issued = call(http, "GET", f"{proxy.base}/seckill/url?activity={aid}",
+                          user_headers(uid))
             assert issued.status == 200, issued.body
             urls[uid] = issued.body["url"]
         gets_to_broken = fake_instance.seen["GET"]
         assert gets_to_broken >= 1, fake_instance.seen  # retried, so none of them failed
 
-        answers = {uid: call(http, "POST", f"{proxy.base}{urls[uid]}", bearer(uid))
+        answers = {uid: call(http, "POST", f"{proxy.base}{urls[uid]}", user_headers(uid))
                    for uid in users}
     stats = call(http, "GET", f"http://{instances.backends[0]}/admin/activities/{aid}/stats",
                  ADMIN)
@@ -559,10 +396,11 @@ def test_what_an_instance_receives(instances, tmp_path, http, fake_instance) -> 
              "X-Forwarded-Host": "evil.example", "Cookie": "session=alice"}
     with front(instances, tmp_path, backends=[fake_instance.address], ip_rate="off") as proxy:
         for _ in range(30):
-            answer = call(http, "GET", f"{proxy.base}/seckill/time", {**spoof, **bearer("alice")})
+            answer = call(http, "GET", f"{proxy.base}/seckill/time",
+                          {**spoof, **user_headers("alice")})
             assert answer.status == 200, answer.body
         cached = call(http, "GET", f"{proxy.base}/seckill/activities/phone",
-                      {**spoof, **bearer("alice")})
+                      {**spoof, **user_headers("alice")})
         assert cached.status == 200
     assert fake_instance.seen == {"GET": 31}, fake_instance.seen
     # One connection per nginx worker or so, not one per request.

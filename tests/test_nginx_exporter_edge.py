@@ -27,13 +27,12 @@ import urllib3
 from prometheus_client.parser import text_string_to_metric_families
 
 from seckill.ops.stack.ports import free_listen_port
-from tests import test_nginx as nginx_tests
+from tests.support.nginx import Instances, call, create_activity, front
 from tests.support.servers import NginxFront, running_server
-from tests.support.tokens import ADMIN, ADMIN_TOKEN, METRICS
-from tests.test_nginx import Instances, bearer, call, create_activity, front
+from tests.support.tokens import ADMIN, ADMIN_TOKEN, METRICS, user_headers
 
-instances = nginx_tests.instances
-http = nginx_tests.http
+# Two gunicorn instances of this module's own and a client pool: the fixtures ``instances``
+# and ``http`` of tests/support/nginx.py.
 
 Counts = dict[tuple[str, str], float]
 
@@ -55,7 +54,7 @@ def counted_front(instances: Instances, tmp: Path, log_json: bool = False
 
 def user() -> dict[str, str]:
     """A user of one request: the per-user limit (5/s) never answers for the activity."""
-    return bearer(f"u-{uuid.uuid4().hex[:10]}")
+    return user_headers(f"u-{uuid.uuid4().hex[:10]}")
 
 
 def outcomes(http: urllib3.PoolManager, url: str, answered_by: str = "") -> Counts:

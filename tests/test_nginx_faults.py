@@ -26,26 +26,22 @@ import pytest
 import urllib3
 
 from seckill.ops.stack.ports import free_listen_port
-from tests import test_nginx as nginx_tests
-from tests.support.servers import NginxFront
-from tests.support.timing import iso
-from tests.support.tokens import ADMIN
-from tests.test_nginx import (
+from tests.support.nginx import (
     Answer,
     FakeInstance,
     Instances,
-    bearer,
     call,
     create_activity,
     expect_json_error,
     front,
 )
+from tests.support.servers import NginxFront
+from tests.support.timing import iso
+from tests.support.tokens import ADMIN, user_headers
 
-# test_nginx's fixtures: two real gunicorn instances (this module's own), a client pool, and
-# a stand-in instance that records what it receives.
-instances = nginx_tests.instances
-http = nginx_tests.http
-fake_instance = nginx_tests.fake_instance
+# Two gunicorn instances of this module's own, a client pool, and a stand-in instance that
+# records what it receives: the fixtures ``instances``, ``http`` and ``fake_instance`` of
+# tests/support/nginx.py.
 
 CROWD = 240  # requests for the paused activity
 CROWD_THREADS = 8
@@ -70,7 +66,7 @@ def test_a_paused_activity_under_a_crowd_leaves_every_other_route_up(
         paused = create_activity(http, proxy.admin_base, total=100)
         other = create_activity(http, proxy.admin_base, total=100)
         assert admin_post(http, proxy, f"/admin/activities/{paused}/pause").status == 200
-        tokens = [bearer(f"crowd{i}-{uuid.uuid4().hex[:6]}") for i in range(CROWD)]
+        tokens = [user_headers(f"crowd{i}-{uuid.uuid4().hex[:6]}") for i in range(CROWD)]
         crowd_url = f"{proxy.base}/seckill/url?activity={paused}"
         done = threading.Event()
         probes: list[tuple[str, int]] = []
@@ -100,7 +96,7 @@ def test_a_paused_activity_under_a_crowd_leaves_every_other_route_up(
         # Every instance sells again soon (each may hold the paused view a moment longer).
         deadline = time.monotonic() + 10
         while (after := call(http, "GET", crowd_url,
-                             bearer(f"late-{uuid.uuid4().hex[:6]}"))).status == 503:
+                             user_headers(f"late-{uuid.uuid4().hex[:6]}"))).status == 503:
             assert time.monotonic() < deadline, after.body
             time.sleep(0.05)
 
@@ -217,7 +213,7 @@ def test_after_a_quiet_spell_the_cached_view_is_fresh_not_as_old_as_the_spell(
         view = f"{proxy.base}/seckill/activities/{aid}"
         assert call(http, "GET", view).body["remaining"] == 1  # cached now
         time.sleep(3)  # a quiet spell: the cached answer is over its second
-        buyer = bearer(f"quiet-{uuid.uuid4().hex[:6]}")
+        buyer = user_headers(f"quiet-{uuid.uuid4().hex[:6]}")
         url = call(http, "GET", f"{proxy.base}/seckill/url?activity={aid}", buyer).body["url"]
         assert call(http, "POST", f"{proxy.base}{url}", buyer).status == 200
         # Every worker's copy is refreshed once a second; the next poll comes later still.

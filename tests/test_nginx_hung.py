@@ -9,30 +9,24 @@ ever answers, which is how a stuck process looks from nginx. nginx runs the conf
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import psutil
 import pytest
 import redis
 import urllib3
 
 from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.ops.stack.nginx import NginxOptions
-from tests import test_nginx as nginx_tests
-from tests.test_nginx import Answer, Instances, bearer, call, create_activity, front
+from tests.support.nginx import Answer, Instances, call, create_activity, front, frozen
+from tests.support.tokens import user_headers
 
-# test_nginx's fixtures: two real gunicorn instances of this module's own, a client pool.
-instances = nginx_tests.instances
-http = nginx_tests.http
+# Two gunicorn instances of this module's own and a client pool: the fixtures ``instances``
+# and ``http`` of tests/support/nginx.py.
 
 DEFAULTS = NginxOptions(backends=["-"])
 # A hot GET to the hung instance waits out the GET timeout, then the other one answers it
@@ -41,28 +35,6 @@ DEFAULTS = NginxOptions(backends=["-"])
 GET_BOUND = DEFAULTS.get_timeout + 1.5
 READ_BOUND = DEFAULTS.read_timeout + 1.5
 WATCH = 8.0  # seconds of GETs while one instance is hung: more than fail_timeout (2 s) twice
-
-
-@contextlib.contextmanager
-def frozen(backend: str) -> Iterator[None]:
-    """The gunicorn serving ``backend`` (this process's child, and its workers) stopped with
-    SIGSTOP for the block; SIGCONT afterwards whatever happens."""
-    port = backend.rsplit(":", 1)[1]
-    masters = [p for p in psutil.Process().children()
-               if f"127.0.0.1:{port}" in " ".join(p.cmdline())]
-    assert len(masters) == 1, masters
-    group = [masters[0], *masters[0].children(recursive=True)]
-    assert len(group) >= 2, group  # the master and its worker
-    stopped: list[int] = []
-    try:
-        for process in group:
-            os.kill(process.pid, signal.SIGSTOP)
-            stopped.append(process.pid)
-        yield
-    finally:
-        for pid in stopped:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
 
 
 def upstreams(proxy_run_dir: Path, marker: str) -> list[str]:
@@ -97,7 +69,7 @@ def test_a_hung_instance_s_gets_are_answered_by_the_other_within_the_get_timeout
             path = paths[(client + turn) % len(paths)]
             started = time.monotonic()
             # A user per request: the per-user rate limit is not what this is about.
-            answer = call(http, "GET", f"{proxy.base}{path}", bearer(f"w{client}-{turn}"))
+            answer = call(http, "GET", f"{proxy.base}{path}", user_headers(f"w{client}-{turn}"))
             with lock:
                 answers.append((path, time.monotonic() - started, answer))
             time.sleep(0.02)
@@ -144,7 +116,7 @@ def test_a_purchase_sent_to_a_hung_instance_is_never_sent_to_another(
     buyers = [f"b{i}-{uuid.uuid4().hex[:6]}" for i in range(8)]
     urls = {}
     for uid in buyers:  # straight from the live instance
-        issued = call(http, "GET", f"http://{live}/seckill/url?activity={aid}", bearer(uid))
+        issued = call(http, "GET", f"http://{live}/seckill/url?activity={aid}", user_headers(uid))
         assert issued.status == 200, issued.body
         urls[uid] = issued.body["url"]
     store = redis.Redis.from_url(valkey.url, decode_responses=True)
@@ -153,7 +125,7 @@ def test_a_purchase_sent_to_a_hung_instance_is_never_sent_to_another(
         started = time.monotonic()
         with ThreadPoolExecutor(len(buyers)) as pool:
             futures = {uid: pool.submit(call, http, "POST", f"{proxy.base}{urls[uid]}",
-                                        bearer(uid)) for uid in buyers}
+                                        user_headers(uid)) for uid in buyers}
             answers = {uid: (f.result(timeout=60), time.monotonic() - started)
                        for uid, f in futures.items()}
         bought_while_frozen = set(store.hkeys(instances.key(aid, "buyers")))

@@ -8,11 +8,10 @@ from pathlib import Path
 import urllib3
 
 import seckill.web
-from tests import test_nginx as nginx_tests
-from tests.test_nginx import Instances, front
+from tests.support.nginx import Instances, front
 
-instances = nginx_tests.instances
-http = nginx_tests.http
+# Two gunicorn instances of this module's own and a client pool: the fixtures ``instances``
+# and ``http`` of tests/support/nginx.py.
 
 
 def test_the_openapi_document_is_served_on_both_listeners(

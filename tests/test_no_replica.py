@@ -49,6 +49,7 @@ from tests.support.cluster_faults import (
     frozen,
     gateway_app,
     masters,
+    refused,
     replica_state,
     replicas_of,
     status_of,
@@ -98,13 +99,6 @@ def snapshot(cluster: EmbeddedCluster, prefix: str, aid: str) -> dict[str, Any]:
             "payments": conn.hgetall(keys.payments(aid)),
             "orders": conn.xlen(keys.orders(aid)),
         }
-
-
-def refused(response: Any) -> bool:
-    """Whether a response is the refusal before any decision."""
-    body = response.get_json() or {}
-    return (response.status_code, body.get("error"), body.get("detail")) == (
-        503, "unavailable", "no_replica")
 
 
 def crowd_buys(app: Flask, aid: str, tag: str) -> list[tuple[Any, float]]:

@@ -23,13 +23,19 @@ from seckill.ops.stack.embedded import EmbeddedValkey
 from seckill.store.audit.reconcile import reconcile
 from seckill.store.plumbing.connection import close_client
 from seckill.worker.orders import GROUP
-from tests.support.api import activity_stats, order_status
+from tests.support.api import activity_stats, buy_ok, order_status
 from tests.support.backends import BOTH_BACKENDS
-from tests.support.orders import WorkerThread, built_worker, drain, pending, stored_orders
+from tests.support.orders import (
+    WorkerThread,
+    built_worker,
+    drain,
+    pending,
+    stored_orders,
+    stream_key,
+)
 from tests.support.relay import CuttingProxy
 from tests.support.timing import wait_until
 from tests.support.tokens import ADMIN
-from tests.test_orders_worker import buy_ok, stream_key
 
 pytestmark = pytest.mark.database
 

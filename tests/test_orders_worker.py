@@ -24,18 +24,20 @@ from seckill.config import Settings
 from seckill.domain.orders import OrderRow
 from seckill.store.plumbing.keys import KeySpace
 from seckill.worker.orders import GROUP
-from tests.support.api import activity_stats, buy, order_status
+from tests.support.api import activity_stats, buy_ok, order_status
 from tests.support.backends import BOTH_BACKENDS
 from tests.support.orders import (
     DatabaseOutage,
     OrderCounter,
     WorkerThread,
     built_worker,
+    consumer_names,
     drain,
     pending,
     queue_purchases,
     stop_worker_process,
     stored_orders,
+    stream_key,
     stream_order_ids,
     worker_process,
 )
@@ -44,24 +46,6 @@ from tests.support.timing import wait_until
 from tests.support.tokens import METRICS
 
 pytestmark = [BOTH_BACKENDS, pytest.mark.database]
-
-
-def stream_key(prefix: str, aid: str) -> str:
-    """The activity's order stream."""
-    return f"{prefix}:{{{aid}}}:orders"
-
-
-def buy_ok(client: FlaskClient, aid: str, uid: str) -> str:
-    """Buy through a signed URL, which must answer 200; returns the order id."""
-    response = buy(client, aid, uid)
-    assert response.status_code == 200, response.get_json()
-    return cast(str, response.get_json()["order_id"])
-
-
-def consumer_names(rds: redis.Redis, stream: str) -> set[str]:
-    """The names of the group's consumers on ``stream``."""
-    found: Any = rds.xinfo_consumers(stream, GROUP)
-    return {str(c["name"]) for c in found}
 
 
 def _dead_lettered_metric(client: FlaskClient) -> float:

@@ -21,9 +21,9 @@ from tests.support.api import buy, create_activity, expect, order_status
 from tests.support.backends import BOTH_BACKENDS
 from tests.support.orders import built_worker, drain
 from tests.support.outbox import events
+from tests.support.payments import SECRET, signed
 from tests.support.timing import iso
 from tests.support.tokens import ADMIN
-from tests.test_payments_webhook import SECRET, signed
 
 pytestmark = pytest.mark.database
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,7 +19,6 @@ import pytest
 import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
-from standardwebhooks.webhooks import Webhook
 
 from seckill.config import ConfigError, Settings
 from seckill.domain.clock import now_ms
@@ -29,32 +27,14 @@ from seckill.worker.expiry import Expirer
 from tests.support.api import buy, create_activity, expect, order_status
 from tests.support.backends import BOTH_BACKENDS
 from tests.support.orders import built_worker, drain, stored_orders
+from tests.support.payments import SECRET, payment, signed
 from tests.support.timing import wait_until
 from tests.support.tokens import ADMIN
 
 pytestmark = pytest.mark.database
 
-SECRET = "whsec_" + base64.b64encode(b"payments-webhook-test-secret-32b").decode()
 OTHER_SECRET = "whsec_" + base64.b64encode(b"not-the-gateway-secret-at-all-32").decode()
 ROUTE = "/payments/webhook"
-
-
-def signed(body: bytes, secret: str = SECRET, at: datetime | None = None,
-           msg_id: str | None = None) -> dict[str, str]:
-    """The Standard Webhooks headers a payment provider sends with ``body``."""
-    when = at or datetime.now(UTC)
-    msg = msg_id or f"msg_{uuid.uuid4().hex}"
-    return {"webhook-id": msg, "webhook-timestamp": str(int(when.timestamp())),
-            "webhook-signature": Webhook(secret).sign(msg, when, body.decode()),
-            "Content-Type": "application/json"}
-
-
-def payment(order_id: str, ref: str, amount: int | None = None,
-            kind: str = "payment.succeeded") -> bytes:
-    data: dict[str, Any] = {"order_id": order_id, "payment_ref": ref}
-    if amount is not None:
-        data["amount"] = amount
-    return orjson.dumps({"type": kind, "data": data})
 
 
 def deliver(client: FlaskClient, body: bytes, headers: dict[str, str] | None = None) -> Any:

@@ -15,9 +15,9 @@ import urllib3
 
 from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.support.gateway import gateway_env
+from tests.support.payments import SECRET, payment, signed
 from tests.support.servers import gunicorn_server, nginx_server, require_nginx
 from tests.support.tokens import ADMIN, user_headers
-from tests.test_payments_webhook import SECRET, payment, signed
 
 TIMEOUT = urllib3.Timeout(connect=5.0, read=15.0)
 

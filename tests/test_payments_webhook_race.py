@@ -25,8 +25,8 @@ from seckill.store.plumbing.keys import KeySpace
 from seckill.worker.expiry import Expirer
 from tests.support.api import buy, create_activity, expect
 from tests.support.orders import built_worker, drain, stored_orders
+from tests.support.payments import SECRET, payment, signed
 from tests.support.timing import wait_until
-from tests.test_payments_webhook import SECRET, payment, signed
 
 pytestmark = pytest.mark.database
 

@@ -20,12 +20,11 @@ import redis
 import urllib3
 
 from seckill.ops.stack.embedded import EmbeddedValkey
-from tests import test_nginx as nginx_tests
-from tests.test_nginx import Instances, bearer, call, create_activity, front
-from tests.test_nginx_hung import frozen
+from tests.support.nginx import Instances, call, create_activity, front, frozen
+from tests.support.tokens import user_headers
 
-instances = nginx_tests.instances
-http = nginx_tests.http
+# Two gunicorn instances of this module's own and a client pool: the fixtures ``instances``
+# and ``http`` of tests/support/nginx.py.
 
 AFTER_WAKING = 4.0  # seconds the woken instance is watched: its backlog is read at once
 
@@ -38,7 +37,7 @@ def test_a_purchase_past_nginx_s_timeout_is_never_decided_when_its_instance_wake
     buyers = [f"d{i}-{uuid.uuid4().hex[:6]}" for i in range(6)]
     urls = {}
     for uid in buyers:
-        issued = call(http, "GET", f"http://{live}/seckill/url?activity={aid}", bearer(uid))
+        issued = call(http, "GET", f"http://{live}/seckill/url?activity={aid}", user_headers(uid))
         assert issued.status == 200, issued.body
         urls[uid] = issued.body["url"]
     store = redis.Redis.from_url(valkey.url, decode_responses=True)
@@ -47,7 +46,7 @@ def test_a_purchase_past_nginx_s_timeout_is_never_decided_when_its_instance_wake
                    max_fails=0) as proxy:
             with frozen(hung), ThreadPoolExecutor(len(buyers)) as pool:
                 futures = {uid: pool.submit(call, http, "POST", f"{proxy.base}{urls[uid]}",
-                                            bearer(uid)) for uid in buyers}
+                                            user_headers(uid)) for uid in buyers}
                 answers = {uid: f.result(timeout=60) for uid, f in futures.items()}
             # Woken: whatever waited in its socket is read and answered now (to nobody).
             told_failed = {uid for uid, a in answers.items() if a.status == 504}
@@ -58,10 +57,10 @@ def test_a_purchase_past_nginx_s_timeout_is_never_decided_when_its_instance_wake
                 assert not decided, f"decided after their 504: {decided}"
                 time.sleep(0.1)
             for uid in told_failed:
-                status = call(http, "GET", f"{proxy.base}/seckill/{aid}/order", bearer(uid))
+                status = call(http, "GET", f"{proxy.base}/seckill/{aid}/order", user_headers(uid))
                 assert (status.status, status.body["status"]) == (200, "none"), status.body
                 # Nothing was counted against them either: they buy now.
-                again = call(http, "POST", f"{proxy.base}{urls[uid]}", bearer(uid))
+                again = call(http, "POST", f"{proxy.base}{urls[uid]}", user_headers(uid))
                 assert again.status == 200, again.body
     finally:
         store.close()

@@ -23,9 +23,8 @@ from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.support.gateway import gateway_env
 from tests.support.servers import NginxFront, gunicorn_server, nginx_server
 from tests.support.timing import iso
-from tests.support.tokens import ADMIN_TOKEN
-from tests.test_http_wire import ADMIN_JSON, Answer, bearer, chunked, exchange, request
-from tests.test_red_team_wire import sale
+from tests.support.tokens import ADMIN_TOKEN, user_headers
+from tests.support.wire import ADMIN_JSON, Answer, chunked, exchange, request, sale
 
 OPERATOR_LIMIT = 256 * 1024  # the contract's (Hardening)
 PUBLIC_LIMIT = 4096
@@ -127,7 +126,7 @@ def test_4_kib_and_one_byte_is_still_413_on_public_routes(
     aid = sale(base)
     where = base if front == "gunicorn" else proxy.base
     body = b"{}" + b" " * (PUBLIC_LIMIT - 1)
-    answer = exchange(where, send(how, method, path.format(aid=aid), bearer("big"), body))
+    answer = exchange(where, send(how, method, path.format(aid=aid), user_headers("big"), body))
     answer.json_error(413, "too_large")
     carries_the_headers(answer)
 

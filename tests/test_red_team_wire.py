@@ -30,14 +30,13 @@ import redis
 
 from edge.identity import mint_user_token
 from seckill.ops.stack.embedded import EmbeddedValkey
-from tests.support.cli import seckill
+from tests.support.cli import call, seckill, seckill_up, stop_and_check_nothing_is_left
 from tests.support.gateway import gateway_env
 from tests.support.servers import gunicorn_server
 from tests.support.timing import iso
-from tests.support.tokens import ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN
+from tests.support.tokens import ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, user_headers
 from tests.support.upstack import up_env
-from tests.test_cli import call, seckill_up, stop_and_check_nothing_is_left
-from tests.test_http_wire import ADMIN_JSON, Answer, bearer, chunked, exchange, request
+from tests.support.wire import ADMIN_JSON, Answer, chunked, exchange, request, sale
 
 BIG = b'{"quantity":1}' + b" " * 6000  # valid JSON, over 4 KiB
 HUGE = b"{}" + b" " * 256 * 1024  # valid JSON, over the operator routes' 256 KiB
@@ -50,15 +49,6 @@ def base(valkey: EmbeddedValkey, tmp_path_factory: pytest.TempPathFactory) -> It
                       f"sqlite:///{data / 'orders.db'}", "1000/second")
     with gunicorn_server(env, workers=1) as url:
         yield url
-
-
-def sale(base: str) -> str:
-    aid = f"r{uuid.uuid4().hex[:10]}"
-    body = orjson.dumps({"id": aid, "name": "Phone", "total": 10, "starts_at": iso(-60),
-                         "ends_at": iso(3600)})
-    made = exchange(base, request("POST", "/admin/activities", ADMIN_JSON, body))
-    assert made.status == 201, made.raw
-    return aid
 
 
 def chunked_to(method: str, path: str, headers: dict[str, str], body: bytes) -> bytes:
@@ -83,7 +73,7 @@ def chunked_to(method: str, path: str, headers: dict[str, str], body: bytes) -> 
 def test_a_chunked_body_over_4_kib_is_413_on_every_route(base: str, method: str, path: str,
                                                         who: str) -> None:
     aid = sale(base)
-    headers = {"admin": ADMIN_JSON, "user": bearer("chunky"), "none": {}}[who]
+    headers = {"admin": ADMIN_JSON, "user": user_headers("chunky"), "none": {}}[who]
     # The operator routes take up to 256 KiB (a drop of 100 variants), the others 4 KiB.
     body = HUGE if path.startswith("/admin/") else BIG
     answer = exchange(base, chunked_to(method, path.format(aid=aid), headers, body))
@@ -117,7 +107,7 @@ def test_a_doubled_slash_is_a_json_404_without_a_location(base: str, path: str) 
 def test_a_token_expiry_in_a_superscript_digit_is_403(base: str) -> None:
     aid = sale(base)
     answer = exchange(base, request("POST", f"/seckill/{aid}/%C2%B2.abc.def/buy",
-                                    bearer("mallory")))
+                                    user_headers("mallory")))
     answer.json_error(403, "bad_signature")
 
 
@@ -144,7 +134,7 @@ def test_a_malformed_chunked_body_is_400_where_it_is_read(base: str, chunks: byt
 ])
 def test_metrics_without_a_token_reveals_nothing(base: str, authorization: str | None) -> None:
     aid = sale(base)  # an activity whose numbers a scrape would list
-    headers = bearer("mallory") if authorization == "user" else (
+    headers = user_headers("mallory") if authorization == "user" else (
         {} if authorization is None else {"Authorization": authorization})
     answer = exchange(base, request("GET", "/metrics", headers))
     answer.json_error(401, "unauthenticated")

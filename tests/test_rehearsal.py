@@ -11,10 +11,10 @@ from pathlib import Path
 
 from tests.support.api import activity_stats, buy, create_activity, expect
 from tests.support.cli import clean_environ
+from tests.support.metrics import of, scrape
 from tests.support.tokens import ADMIN
 from tests.support.upstack import running_up, up_env
 from tests.support.valkey import keys_of
-from tests.test_metrics_activity import of, scrape
 
 SECKILL = Path(sys.executable).parent / "seckill"
 

@@ -43,18 +43,18 @@ from tests.support.cluster_faults import (
     cluster_env,
     frozen,
     gateway_app,
+    http_buyer,
     masters,
     private_cluster,
+    refused,
     replicas_of,
     stats,
     status_of,
 )
+from tests.support.race import Gateway
 from tests.support.servers import gunicorn_server
 from tests.support.timing import wait_until
 from tests.support.tokens import ADMIN
-from tests.test_cluster_failover import http_buyer
-from tests.test_concurrency import Gateway
-from tests.test_no_replica import refused
 
 TIMEOUT_MS = 1000  # SECKILL_DURABILITY_TIMEOUT_MS
 THREADS = 8  # purchases in flight at once

@@ -30,11 +30,11 @@ import redis
 from seckill.domain.clock import ms_from_iso
 from tests.support.admission import independent_order
 from tests.support.browser import skewed
+from tests.support.cli import call
 from tests.support.screenshots import ARTIFACTS
 from tests.support.servers import REPO_ROOT
 from tests.support.timing import iso
 from tests.support.upstack import UpStack, running_up, user_token
-from tests.test_cli import call
 
 ADMISSION_TTL = 5  # seconds (SECKILL_URL_TTL): long enough to click, short enough to lapse
 PHONE = {"width": 390, "height": 844}

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from tests.support.browser import skewed
+from tests.support.cli import call
 from tests.support.sale_page import buy_over_http, running_page_stack
 from tests.support.screenshots import shoot
 from tests.support.timing import iso
 from tests.support.tokens import ADMIN
 from tests.support.upstack import UpStack, user_token
-from tests.test_cli import call
 
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 800}

@@ -20,12 +20,12 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.support.browser import skewed
+from tests.support.cli import call
 from tests.support.fault_front import PURCHASE, FaultFront, fault_front
 from tests.support.servers import REPO_ROOT
 from tests.support.timing import iso
 from tests.support.tokens import ADMIN_TOKEN
 from tests.support.upstack import user_token
-from tests.test_cli import call
 
 DOCS = REPO_ROOT / "docs"
 PHONE = {"width": 390, "height": 844}

@@ -24,11 +24,11 @@ import pytest
 from edge.identity import mint_user_token
 from seckill.ops.stack.ports import free_listen_port
 from tests.support.browser import skewed
+from tests.support.cli import call
 from tests.support.screenshots import ARTIFACTS
 from tests.support.timing import iso
 from tests.support.tokens import ADMIN_TOKEN, JWT_SECRET
 from tests.support.upstack import UpStack, running_up, user_token
-from tests.test_cli import call
 
 DOCS = ARTIFACTS.parent / "docs"
 CLAIM = "person_id"  # SECKILL_PERSON_CLAIM of this stack

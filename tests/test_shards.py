@@ -15,21 +15,10 @@ from seckill.store.plumbing.parts import home_part, part_tags
 from seckill.store.plumbing.scripts import Scripts
 from tests.support.api import activity_stats, buy, expect, order_status
 from tests.support.backends import BOTH_BACKENDS
+from tests.support.shards import users_homed
 from tests.support.tokens import ADMIN
 
 pytestmark = BOTH_BACKENDS
-
-
-def users_homed(shards: int, part: int, count: int, stem: str = "u") -> list[str]:
-    """``count`` user ids whose home is ``part``."""
-    found = []
-    for i in range(100_000):
-        uid = f"{stem}{i}"
-        if home_part(uid, shards) == part:
-            found.append(uid)
-            if len(found) == count:
-                return found
-    raise AssertionError("not enough users")
 
 
 def view(client: FlaskClient, aid: str) -> dict[str, Any]:

@@ -25,17 +25,10 @@ from seckill.store.plumbing.connection import close_client
 from seckill.store.plumbing.keys import KeySpace
 from seckill.store.plumbing.parts import home_part, part_tags
 from tests.support.gateway import gateway_env
+from tests.support.race import CLIENT_THREADS, USER_RATE, Gateway, order_ids_of_buyers, run_all
 from tests.support.servers import gunicorn_server
 from tests.support.timing import iso
-from tests.support.tokens import ADMIN
-from tests.test_concurrency import (
-    CLIENT_THREADS,
-    USER_RATE,
-    Gateway,
-    bearer,
-    order_ids_of_buyers,
-    run_all,
-)
+from tests.support.tokens import ADMIN, user_headers
 
 Answer = tuple[str, int, dict[str, Any]]
 
@@ -74,7 +67,8 @@ def create_sharded(gateway: Gateway, total: int, shards: int) -> str:
 def purchase_paths(gateway: Gateway, pool: ThreadPoolExecutor, aid: str,
                    uids: list[str]) -> dict[str, str]:
     def fetch(uid: str) -> tuple[str, int, dict[str, Any]]:
-        status, body = gateway.call("GET", f"/seckill/url?activity={aid}", headers=bearer(uid))
+        status, body = gateway.call("GET", f"/seckill/url?activity={aid}",
+                                    headers=user_headers(uid))
         return uid, status, body
 
     fetched = run_all(pool, fetch, [(uid,) for uid in uids])
@@ -86,7 +80,7 @@ def race(gateway: Gateway, pool: ThreadPoolExecutor, paths: dict[str, str],
          copies: int = 1) -> list[Answer]:
     """Every user's purchase (``copies`` of it) sent at once, behind one gate."""
     gate = threading.Event()
-    headers = {uid: bearer(uid) for uid in paths}
+    headers = {uid: user_headers(uid) for uid in paths}
 
     def purchase(uid: str) -> Answer:
         gate.wait(10)
@@ -222,7 +216,7 @@ def test_cancels_racing_the_last_units_never_let_more_than_total_be_held(
         assert len(holders) == total, first
         cancelled = sorted(holders)[:20]
         late_paths = {uid: paths[uid] for uid in late}
-        headers = {uid: bearer(uid) for uid in late}
+        headers = {uid: user_headers(uid) for uid in late}
         gate = threading.Event()
 
         def cancel(uid: str) -> tuple[str, int, dict[str, Any]]:

@@ -20,8 +20,8 @@ from tests.support.api import activity_stats, buy, create_activity, expect, orde
 from tests.support.backends import BOTH_BACKENDS
 from tests.support.cluster_faults import cluster_env, frozen, gateway_app, private_cluster
 from tests.support.orders import built_worker, drain, stored_orders
+from tests.support.shards import users_homed
 from tests.support.tokens import user_headers
-from tests.test_shards import users_homed
 
 pytestmark = pytest.mark.database
 

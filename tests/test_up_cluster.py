@@ -21,9 +21,15 @@ from redis.cluster import RedisCluster
 from seckill.ops.stack.cluster import CLUSTER_SLOTS, EmbeddedCluster
 from seckill.ops.stack.embedded import read_password
 from seckill.ops.stack.ports import free_listen_port
-from tests.support.cli import SECKILL, assert_one_line_error, clean_environ, seckill_process
+from tests.support.cli import (
+    SECKILL,
+    alive,
+    assert_one_line_error,
+    clean_environ,
+    seckill_process,
+    stop_and_check_nothing_is_left,
+)
 from tests.support.tokens import ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, URL_KEY
-from tests.test_cli import alive, stop_and_check_nothing_is_left
 
 
 def up_env(data: Path) -> dict[str, str]:

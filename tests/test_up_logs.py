@@ -12,8 +12,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.cli import call
 from tests.support.upstack import UpStack, running_up, user_token
-from tests.test_cli import call
 
 LINE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d) (\S+) "
                   r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) .*")

@@ -26,16 +26,16 @@ import urllib3
 
 from seckill.ops.stack import nginx
 from seckill.ops.stack.ports import free_listen_port
-from tests.support.cli import seckill_process
-from tests.support.servers import require_nginx
-from tests.support.tokens import ADMIN
-from tests.support.upstack import UpStack, running_up, up_env, user_token
-from tests.test_cli import (
+from tests.support.cli import (
     alive,
     call,
+    seckill_process,
     seckill_up,
     stop_and_check_nothing_is_left,
 )
+from tests.support.servers import require_nginx
+from tests.support.tokens import ADMIN
+from tests.support.upstack import UpStack, running_up, up_env, user_token
 
 TIMEOUT = urllib3.Timeout(connect=5.0, read=20.0)
 

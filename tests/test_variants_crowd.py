@@ -12,14 +12,12 @@ from typing import Any
 
 import redis
 
-from tests import test_concurrency as race
+from tests.support.race import CLIENT_THREADS, Gateway, order_ids_of_buyers, run_all
 from tests.support.timing import iso
-from tests.support.tokens import ADMIN
-from tests.test_concurrency import CLIENT_THREADS, Gateway, bearer, order_ids_of_buyers, run_all
+from tests.support.tokens import ADMIN, user_headers
 
-# The race's fixtures: a gunicorn of this module's own, on the single server and the cluster.
-gateway = race.gateway
-rdb = race.rdb
+# The race's fixtures, ``gateway`` and ``rdb`` of tests/support/race.py: a gunicorn of this
+# module's own, on the single server and the cluster.
 
 VARIANTS, UNITS, BUYERS = 5, 20, 2_000
 
@@ -34,7 +32,7 @@ def test_two_thousand_buyers_on_five_variants(gateway: Gateway, rdb: redis.Redis
     assert status == 201, body
     uids = [f"crowd{i:05d}" for i in range(BUYERS)]
     wants = {uid: sizes[i % VARIANTS] for i, uid in enumerate(uids)}
-    headers = {uid: bearer(uid) for uid in uids}
+    headers = {uid: user_headers(uid) for uid in uids}
 
     with ThreadPoolExecutor(CLIENT_THREADS) as pool:
         def fetch_url(uid: str) -> tuple[int, dict[str, Any]]:

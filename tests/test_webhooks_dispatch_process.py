@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,14 +14,14 @@ import psutil
 import pytest
 import sqlalchemy as sa
 
-from seckill.ops.stack.embedded import die_with_parent
 from seckill.ops.stack.ports import free_listen_port
 from seckill.sql import engine as db
 from seckill.sql.schema import ensure_schema, outbox, webhook_deliveries
 from seckill.webhooks.options import DispatchOptions
 from seckill.webhooks.run import run_dispatcher
-from tests.support.cli import seckill_process
-from tests.support.servers import REPO_ROOT, stop_process
+from tests.support.cli import seckill_process, seckill_up
+from tests.support.dispatcher import dispatcher_process
+from tests.support.servers import stop_process
 from tests.support.timing import wait_until
 from tests.support.upstack import up_env
 from tests.support.webhook_receiver import (
@@ -33,7 +31,6 @@ from tests.support.webhook_receiver import (
     add_order_events,
     new_secret,
 )
-from tests.test_cli import seckill_up
 
 pytestmark = pytest.mark.database
 
@@ -44,17 +41,6 @@ def engine(database_url: str) -> Iterator[sa.Engine]:
     ensure_schema(made)
     yield made
     made.dispose()
-
-
-def dispatcher_process(database_url: str, tmp_path: Path) -> subprocess.Popen[bytes]:
-    """``python -m seckill.webhooks`` on the test's database (its log in ``tmp_path``)."""
-    env = {**os.environ, "DATABASE_URL": database_url, "SECKILL_ENV": "development",
-           "SECKILL_DATA_DIR": str(tmp_path / "data")}
-    with (tmp_path / "dispatcher.log").open("ab") as sink:
-        return subprocess.Popen([sys.executable, "-m", "seckill.webhooks"], cwd=str(REPO_ROOT),
-                                env=env, stdin=subprocess.DEVNULL, stdout=sink,
-                                stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=die_with_parent)
 
 
 def delivery_rows(engine: sa.Engine) -> list[dict[str, object]]:

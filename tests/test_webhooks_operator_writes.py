@@ -22,11 +22,11 @@ from seckill.domain.events import ORDER_CREATED, order_event
 from seckill.sql import engine as db
 from seckill.sql.outbox import add_events
 from seckill.sql.schema import ensure_schema, outbox, webhook_deliveries
+from tests.support.dispatcher import dispatcher_process
 from tests.support.servers import stop_process
 from tests.support.timing import wait_until
 from tests.support.tokens import ADMIN
 from tests.support.webhook_receiver import WebhookReceiver, add_endpoint, new_secret
-from tests.test_webhooks_dispatch_process import dispatcher_process
 
 pytestmark = pytest.mark.database
 

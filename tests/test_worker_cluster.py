@@ -23,19 +23,21 @@ from seckill.ops.stack.cluster import EmbeddedCluster
 from seckill.store.plumbing.keys import KeySpace
 from seckill.worker import groups
 from seckill.worker.groups import GROUP
+from tests.support.api import buy_ok
 from tests.support.backends import BOTH_BACKENDS
 from tests.support.cluster_faults import activity_on, masters, wait_replicated
 from tests.support.orders import (
     OrderCounter,
     WorkerThread,
     built_worker,
+    consumer_names,
     pending,
     queue_purchases,
     stored_orders,
+    stream_key,
 )
 from tests.support.timing import iso, wait_until
 from tests.support.tokens import ADMIN
-from tests.test_orders_worker import buy_ok, consumer_names, stream_key
 
 CLUSTER_ONLY = pytest.mark.parametrize("redis_backend", ["cluster"], indirect=True)
 

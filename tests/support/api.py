@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from flask import Flask
 from flask.testing import FlaskClient
@@ -84,3 +84,10 @@ def order_status(client: FlaskClient, aid: str, uid: str) -> dict[str, Any]:
 def activity_stats(client: FlaskClient, aid: str) -> dict[str, Any]:
     """The operator's ``GET /admin/activities/<aid>/stats``: must answer 200."""
     return expect(client.get(f"/admin/activities/{aid}/stats", headers=ADMIN), 200)
+
+
+def buy_ok(client: FlaskClient, aid: str, uid: str) -> str:
+    """Buy through a signed URL, which must answer 200; returns the order id."""
+    response = buy(client, aid, uid)
+    assert response.status_code == 200, response.get_json()
+    return cast(str, response.get_json()["order_id"])

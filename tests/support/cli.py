@@ -17,15 +17,24 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import psutil
+
+from seckill.ops.stack.ports import free_listen_port
 
 # The console script pip installed next to this interpreter (not resolved: that leaves the venv).
 SECKILL = Path(sys.executable).parent / "seckill"
@@ -193,3 +202,97 @@ def _check_threads_ended(before: set[threading.Thread], args: tuple[str, ...]) -
         thread.join(max(0.0, deadline - time.monotonic()))
     running = [t.name for t in left if t.is_alive()]
     assert not running, f"`seckill {' '.join(args)}` left threads running: {running}"
+
+
+def call(port: int, method: str, path: str, token: str | None = None,
+         body: Any = None) -> tuple[int, Any]:
+    """A JSON request to ``127.0.0.1:port`` (a ``seckill up`` stack's listener); its status and
+    body, or ``(0, None)`` when nothing answered."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"} if body is not None else {},
+    )
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, json.loads(exc.read())
+    except OSError:
+        return 0, None
+
+
+def wait_healthy(port: int, up: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
+    """Wait until ``seckill up`` on ``port`` answers ``/healthz``; fail if it exits or
+    ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert up.poll() is None, f"seckill up exited: {log.read_text()}"
+        if call(port, "GET", "/healthz")[0] == 200:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no healthy answer on {port} in {timeout}s: {log.read_text()}")
+
+
+def alive(process: psutil.Process) -> bool:
+    """Running and not a zombie; ``is_running`` also guards against a reused PID."""
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@contextlib.contextmanager
+def seckill_up(tmp_path: Path, env: dict[str, str], *args: str) -> Iterator[
+    tuple[subprocess.Popen[bytes], int, Path, list[psutil.Process]]
+]:
+    """Run ``seckill up`` on a free port until healthy; yield it, its port, its log, and a
+    list the test fills with the processes it saw (all of them are checked gone at the end,
+    and killed by PID if a failing test left them)."""
+    port = free_listen_port()
+    log = tmp_path / "up.log"
+    seen: list[psutil.Process] = []
+    with log.open("wb") as sink:
+        up = subprocess.Popen(
+            [str(SECKILL), "up", "--port", str(port), *args],
+            env=clean_environ(**env), stdin=subprocess.DEVNULL, stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_healthy(port, up, log, timeout=60)
+        deadline = time.monotonic() + 10  # the banner follows the last child's readiness
+        while "seckill is up on" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "seckill is up on" in log.read_text(), log.read_text()
+        yield up, port, log, seen
+    finally:
+        if up.poll() is None:
+            seen.extend(psutil.Process(up.pid).children(recursive=True))
+            up.send_signal(signal.SIGTERM)
+            try:
+                up.wait(30)
+            except subprocess.TimeoutExpired:
+                up.kill()
+                up.wait(10)
+        for process in seen:
+            if alive(process):
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    process.kill()
+
+
+def stop_and_check_nothing_is_left(
+    up: subprocess.Popen[bytes], log: Path, seen: list[psutil.Process]
+) -> None:
+    """SIGTERM ``seckill up``: it must exit 0 within 15 s, say it stopped, and leave
+    none of the processes in ``seen`` running."""
+    seen.extend(psutil.Process(up.pid).children(recursive=True))
+    started = time.monotonic()
+    up.send_signal(signal.SIGTERM)
+    assert up.wait(15) == 0, log.read_text()
+    assert time.monotonic() - started < 15
+    left = [p for p in seen if alive(p)]
+    assert not left, [(p.pid, p.cmdline()) for p in left]
+    assert "seckill-up INFO stopped" in log.read_text()

@@ -40,6 +40,7 @@ from seckill.worker.groups import GROUP
 from tests.support.api import buy
 from tests.support.gateway import gateway_env
 from tests.support.orders import stored_orders
+from tests.support.race import Gateway
 from tests.support.tokens import ADMIN, user_headers
 
 
@@ -313,3 +314,23 @@ class Crowd:
         with self._lock:
             return [a for a in self.answers
                     if a.aid == aid and (status is None or a.status == status)]
+
+
+def http_buyer(gateway: Gateway) -> Callable[[str, str], tuple[int, dict[str, Any]]]:
+    """A purchase over HTTP, as a browser makes it: a purchase URL, then the purchase."""
+
+    def buy_once(uid: str, aid: str) -> tuple[int, dict[str, Any]]:
+        headers = user_headers(uid)
+        status, body = gateway.call("GET", f"/seckill/url?activity={aid}", headers=headers)
+        if status != 200:
+            return status, body
+        return gateway.call("POST", body["url"], headers=headers)
+
+    return buy_once
+
+
+def refused(response: Any) -> bool:
+    """Whether a response is the refusal before any decision."""
+    body = response.get_json() or {}
+    return (response.status_code, body.get("error"), body.get("detail")) == (
+        503, "unavailable", "no_replica")

@@ -21,14 +21,13 @@ from __future__ import annotations
 import dis
 import inspect
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pytest
 
 # The functions that start what a marker stands for, as "module:name".
-STACK = {"tests.support.servers:running_server", "tests.test_cli:seckill_up",
-         "tests.support.cli:seckill_up"}
+STACK = {"tests.support.servers:running_server", "tests.support.cli:seckill_up"}
 # The names a test runs the seckill script as a process by (stack with "up" or "drill").
 SCRIPT = {"SECKILL", "seckill_process"}
 BROWSER = {"tests.support.browser:chromium"}
@@ -109,6 +108,18 @@ class Reach:
         return self.seen[func]
 
 
+def _used(defs: Sequence[Any]) -> list[Any]:
+    """The definitions of a fixture that run for a test: the closest one (a test module's own
+    ``gateway`` overrides the plugin's), and the one it overrides when it asks for it by its own
+    name, and so on."""
+    used = []
+    for d in reversed(defs):
+        used.append(d)
+        if d.argname not in d.argnames:
+            break
+    return used
+
+
 def marks_of(item: pytest.Function, reach: Reach) -> set[str]:
     """The markers ``item`` needs, from its parameters, its function and its fixtures."""
     found: set[str] = set()
@@ -118,8 +129,9 @@ def marks_of(item: pytest.Function, reach: Reach) -> set[str]:
     funcs = [item.function]
     for name, defs in item._fixtureinfo.name2fixturedefs.items():
         if name in item.fixturenames:
-            funcs.extend(d.func for d in defs)
-            for d in defs:
+            used = _used(defs)
+            funcs.extend(d.func for d in used)
+            for d in used:
                 mark = TARGETS.get(f"{d.func.__module__}:{d.argname}")
                 if mark:
                     found.add(mark)

@@ -305,3 +305,13 @@ class DatabaseOutage:
             conn.execute(sa.text(f'DROP ROLE "{self.role}"'))
         self.admin.dispose()
 
+
+def stream_key(prefix: str, aid: str) -> str:
+    """The activity's order stream."""
+    return f"{prefix}:{{{aid}}}:orders"
+
+
+def consumer_names(rds: redis.Redis, stream: str) -> set[str]:
+    """The names of the group's consumers on ``stream``."""
+    found: Any = rds.xinfo_consumers(stream, GROUP)
+    return {str(c["name"]) for c in found}

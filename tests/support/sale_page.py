@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tests.support.cli import call
 from tests.support.upstack import UpStack, running_up, user_token
-from tests.test_cli import call
 
 
 @contextlib.contextmanager

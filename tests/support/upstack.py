@@ -1,7 +1,7 @@
 """``seckill up`` with nginx in front, as a real process tree, for the tests that need the whole
 stack (tests/test_up_nginx.py, tests/test_sale_page.py).
 
-Built on :func:`tests.test_cli.seckill_up` (free ports, wait until healthy, everything it
+Built on :func:`tests.support.cli.seckill_up` (free ports, wait until healthy, everything it
 started killed by PID if a test fails); adds the operator port, the instances' processes by
 name, and the embedded Valkey's URL from the banner.
 """
@@ -20,10 +20,10 @@ import psutil
 
 from edge.identity import mint_user_token
 from seckill.ops.stack.ports import free_listen_port
+from tests.support.cli import call, seckill_up
 from tests.support.servers import require_nginx
 from tests.support.timing import iso
 from tests.support.tokens import ADMIN, ADMIN_TOKEN, JWT_SECRET, METRICS_TOKEN, URL_KEY
-from tests.test_cli import call, seckill_up
 
 
 def up_env(data: Path, **extra: str) -> dict[str, str]:
