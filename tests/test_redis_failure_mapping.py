@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import redis
-from redis.exceptions import ClusterDownError
+from redis.exceptions import ClusterDownError, RedisClusterException
 
 from seckill.domain import errors
 from seckill.ops.stack.embedded import EmbeddedValkey
@@ -44,6 +44,15 @@ def test_the_web_mapping_answers_what_unavailable_says(exc: redis.RedisError) ->
     assert (mapped.status, mapped.body(), mapped.headers()) == \
         (said.status, said.body(), said.headers())
     assert said.status == 503 and said.body()["error"] == "unavailable"
+
+
+def test_a_cluster_client_failure_outside_redis_errors_is_a_503_too() -> None:
+    """redis-py's RedisClusterException (no node covers the slots, the cluster cannot be
+    reached at all) is not a RedisError; a route meeting it is still refused 503, not 500."""
+    mapped = as_domain_error(RedisClusterException("Redis Cluster cannot be connected"), "GET",
+                             "/anything")
+    assert isinstance(mapped, errors.Unavailable)
+    assert mapped.body()["detail"] == "RedisClusterException"
 
 
 def _raised(call: Callable[[], Any]) -> redis.RedisError:

@@ -6,6 +6,7 @@ import logging
 
 import redis
 from flask import Flask, Response, g, request
+from redis.exceptions import RedisClusterException
 from werkzeug.exceptions import HTTPException
 
 from seckill.domain import errors
@@ -38,12 +39,13 @@ def as_domain_error(exc: BaseException, method: str, path: str) -> errors.Seckil
         if status in _HTTP_CODES:
             return _HTTP_CODES[status]()
         return _OtherHttp(exc)
-    if isinstance(exc, redis.RedisError):
+    if isinstance(exc, redis.RedisError | RedisClusterException):
         # Fail closed: whatever needed Redis (the sale window, a purchase, an order lookup)
         # cannot be decided; the contract's answer is 503 unavailable, not 500.
         # NOREPLICAS (no replica online) keeps its own detail on every route: refused before
         # anything was decided. The one place: the store's methods let a RedisError through
-        # to here rather than convert it each (tests/test_redis_failure_mapping.py).
+        # to here rather than convert it each (tests/test_redis_failure_mapping.py). A cluster
+        # client that reaches no node raises RedisClusterException, outside RedisError.
         log.warning("redis unavailable on %s %s: %s", method, path, exc)
         return unavailable(exc)
     if (away := database_unavailable(exc)) is not None:

@@ -233,7 +233,7 @@ def no_replica_refusal() -> errors.Unavailable:
         "seconds", detail=NO_REPLICA)
 
 
-def unavailable(exc: redis.RedisError) -> errors.Unavailable:
+def unavailable(exc: redis.RedisError | RedisClusterException) -> errors.Unavailable:
     """The 503 of a write Redis did not take: ``no_replica``, ``storage`` (MISCONF: its disk
     takes no writes, so it refused this one before it ran), both safe to try again later, or
     the failure's class name (the outcome may be unknown)."""
