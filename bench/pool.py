@@ -1,6 +1,6 @@
 """Pool the drops pairs over several runs: ``python -m bench.pool bench/results/drops-*.json``.
 
-One run's median of 9 rounds moves by about ±5 % from run to run of the same code on a shared
+One run's median of 9 rounds moves by about ±10 % from run to run of the same code on a shared
 2-core VM (docs/performance.md), more than the 5 % a drops target allows. This takes every
 round of every run named, computes each pair's ratio within its round (200s per second, as
 ``bench/dropsreport.py`` does), and prints each run's median beside the median of all the
