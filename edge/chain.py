@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 from seckill.domain import errors
 
 if TYPE_CHECKING:
+    from edge.operators import Operator
     from seckill.domain.activities import Activity
 
 USER = "user"  # a valid user JWT; sets Passage.uid
@@ -58,8 +59,8 @@ class Passage:
     Plain values, not Flask's request, so that the same filters run for a request that comes
     through Flask and for one answered straight from WSGI."""
 
-    __slots__ = ("activity", "args", "authorization", "endpoint", "person", "uid", "view_args",
-                 "wanted")
+    __slots__ = ("activity", "args", "authorization", "endpoint", "operator", "person", "uid",
+                 "view_args", "wanted")
 
     def __init__(
         self,
@@ -78,6 +79,7 @@ class Passage:
         # The verified person behind the account (the SECKILL_PERSON_CLAIM claim of the user's
         # token), when the deployment names such a claim and the token carries it.
         self.person: str | None = None
+        self.operator: Operator | None = None  # who called an operator route (edge.operators)
         self.activity: Activity | None = None
 
     def activity_id(self) -> str:

@@ -1,5 +1,6 @@
-"""Who is calling: a user JWT (HS256 only) or the operator token; and, when the deployment
-names a person claim (``SECKILL_PERSON_CLAIM``), the verified person behind the account."""
+"""Who is calling: a user JWT (HS256 only) or an operator's token (``edge.operators``); and,
+when the deployment names a person claim (``SECKILL_PERSON_CLAIM``), the verified person
+behind the account."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 import jwt
 
 from edge import ADMIN, SCRAPER, USER, Filter, Passage
+from edge.operators import BootstrapAdmin, OperatorTokens
 from seckill.domain import errors
 from seckill.domain.activities import USER_ID
 from seckill.domain.people import EXACT, canonical_person, is_person_id
@@ -111,7 +113,7 @@ def mint_user_token(uid: str, secret: str, ttl: int = 3600, now: int | None = No
 
 
 class Identity(Filter):
-    """Who is calling: a user's JWT or the operator token.
+    """Who is calling: a user's JWT or an operator's token.
 
     A user's verified token is remembered (token -> user, expiry) so the same token is not
     verified twice: a buyer sends it for the URL and again for the purchase, and PyJWT's
@@ -120,11 +122,12 @@ class Identity(Filter):
     names = frozenset({USER, ADMIN, SCRAPER})
     MAX_REMEMBERED = 20_000  # ~7 MB; a buyer sends the same token twice within seconds
 
-    def __init__(self, jwt_secret: str, admin_token: str, leeway: int, max_ttl: int = 0,
-                 person_claim: str | None = None, person_canon: str = EXACT,
+    def __init__(self, jwt_secret: str, operators: OperatorTokens | str, leeway: int,
+                 max_ttl: int = 0, person_claim: str | None = None, person_canon: str = EXACT,
                  metrics_token: str | None = None) -> None:
         self.jwt_secret = jwt_secret
-        self.admin_token = admin_token.encode()
+        # A bare token is SECKILL_ADMIN_TOKEN alone: the bootstrap admin.
+        self.operators = BootstrapAdmin(operators) if isinstance(operators, str) else operators
         # SECKILL_METRICS_TOKEN: the scraper's, good on the scraper's route only.
         self.metrics_token = metrics_token.encode() if metrics_token else None
         self.leeway = leeway
@@ -135,18 +138,19 @@ class Identity(Filter):
         self._verified: dict[str, tuple[str, str | None, int]] = {}
 
     def check(self, passage: Passage) -> None:
-        """Set the user (and the person) of a user route; refuse a wrong operator token on an
-        operator route, and a token that is neither the operator's nor the metrics token on
-        the scraper's."""
+        """Set the user (and the person) of a user route, and the operator of an operator
+        route; refuse a token that is no operator's on an operator route, and one that is
+        neither an operator's nor the metrics token on the scraper's."""
         token = bearer(passage.authorization)
         if USER in passage.wanted:
             passage.uid, passage.person = self.verified(token)
             return
-        given = token.encode()
-        if hmac.compare_digest(given, self.admin_token):
+        operator = self.operators.who(token)
+        if operator is not None:
+            passage.operator = operator
             return
         if SCRAPER in passage.wanted and self.metrics_token is not None \
-                and hmac.compare_digest(given, self.metrics_token):
+                and hmac.compare_digest(token.encode(), self.metrics_token):
             return
         raise errors.Unauthenticated("wrong operator token")
 
