@@ -284,3 +284,23 @@ def test_a_sharded_activity_is_flagged_only_when_every_part_is_empty_then_costs_
     assert after == before
     expect(client.post(f"/admin/orders/{won['win2']}/cancel", headers=ADMIN), 200)
     expect(client.post(urls["late5"], headers=user_headers("late5")), 200)
+
+
+def test_closing_the_board_does_not_wait_out_the_listeners_read(rds, prefix):
+    """A process stops (a test's app, a gunicorn worker replaced) without waiting for the
+    listener's read to time out: close() ends it at once."""
+    from seckill.store.plumbing.keys import KeySpace
+    from seckill.store.sale.purchase.soldout import SoldOutBoard
+
+    board = SoldOutBoard(rds, KeySpace(prefix), ttl=30.0)  # reads of 0.2 s, no check due
+    board.ensure_listening()
+    timings = []
+    for _ in range(3):  # a read may happen to be about to end: the slowest of three tells
+        started = time.perf_counter()
+        board.close()
+        timings.append(time.perf_counter() - started)
+        board = SoldOutBoard(rds, KeySpace(prefix), ttl=30.0)
+        board.ensure_listening()
+        time.sleep(0.05)  # inside the listener's read
+    board.close()
+    assert max(timings) < 0.1, timings

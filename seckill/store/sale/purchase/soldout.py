@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -87,6 +88,7 @@ class SoldOutBoard:
         self._subscribed = threading.Event()
         self._listener: threading.Thread | None = None
         self._listen_lock = threading.Lock()
+        self._pubsub: PubSub | None = None  # the listener's subscription, while it has one
         # Flags per variant, kept honest by this board's listener and check.
         self.variants = VariantFlags(client, keys, max_winners)
 
@@ -314,25 +316,27 @@ class SoldOutBoard:
                 if pubsub is None:
                     pubsub = self._background.pubsub(ignore_subscribe_messages=True)
                     pubsub.subscribe(channel)
+                    self._pubsub = pubsub
                     if self._subscribed.is_set():
                         # Back after a failure (or a restart of this thread): messages may have
                         # been missed meanwhile, so forget every flag. (Before the first
                         # subscription there is none to forget: mark() waits for it.)
                         self.clear()
                     self._subscribed.set()
-                # Short reads, so that close() (which sets _stop) is heard within a fifth of a
-                # second: a 1 s read made every process's shutdown wait for it.
+                # Short reads: a missed wake-up by close() still ends within a fifth of a second.
                 wait = min(0.2, max(0.0, next_check - time.monotonic()))
                 message = pubsub.get_message(timeout=wait)
                 if message and message.get("type") == "message":
                     self.clear(str(message["data"]))
             except Exception as exc:  # Redis unreachable (or a bug): subscribe again
-                log.log(logging.DEBUG if isinstance(exc, redis.RedisError) else logging.ERROR,
-                        "sold-out listener resubscribing after %s: %s", type(exc).__name__, exc)
+                if not self._stop.is_set():  # else close() cut the read: not a failure
+                    log.log(logging.DEBUG if isinstance(exc, redis.RedisError) else logging.ERROR,
+                            "sold-out listener resubscribing after %s: %s", type(exc).__name__,
+                            exc)
                 if pubsub is not None:
                     with contextlib.suppress(Exception):
                         pubsub.close()
-                    pubsub = None
+                    pubsub = self._pubsub = None
                 self._stop.wait(min(1.0, self.ttl))
             if time.monotonic() >= next_check:
                 try:
@@ -351,6 +355,17 @@ class SoldOutBoard:
     def close(self) -> None:
         """Stop the listener thread and close its connections."""
         self._stop.set()
+        self._wake_listener()
         if self._listener is not None:
             self._listener.join(timeout=3)
         close_client(self._background)
+
+    def _wake_listener(self) -> None:
+        """End the listener's read now rather than when it times out, so that a process
+        stops at once: its socket is shut down (the listener's own thread closes it, so its
+        descriptor cannot be reused under the read)."""
+        connection = getattr(self._pubsub, "connection", None)
+        sock = getattr(connection, "_sock", None)  # redis-py keeps its socket there
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
