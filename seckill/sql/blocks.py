@@ -4,21 +4,12 @@ Why the database and not Redis: it is where the operator's decisions already liv
 pauses, ends) and what Redis is rebuilt from; a block lost with a Redis that lost its data
 would let a blocked farm back in without anyone noticing. Reading blocks needs no Redis at all.
 
-Every change (a block, a lift) takes the next number of one counter row, in the same
-transaction as the change, and stamps it on the block's row (``changed``); a lifted block stays
-as a row with ``active`` false. So a process follows the list with one indexed query, "rows
-changed after the last number I saw", that returns nothing while nothing changes: no full
-reload per change, however long the list. Writers take the counter row first, so they commit
-in the order of their numbers and a reader never skips one.
-
-The tables have a ``MetaData`` of their own: created on first use by whoever needs them (the
-gateway's first block check, an operator's first block), and a read-only command on a database
-without them reads an empty list rather than failing.
+A lifted block stays as a row with ``active`` false; every change is numbered, and a process
+follows the list by those numbers (``seckill.sql.changes``).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +18,7 @@ import sqlalchemy as sa
 from seckill.domain import errors
 from seckill.domain.blocks import EVERY, Block, UnknownBlock
 from seckill.domain.clock import now_ms
+from seckill.sql.changes import ChangedBook, counter_table
 from seckill.sql.schema import activities, ensure_schema
 
 metadata = sa.MetaData()
@@ -47,13 +39,7 @@ blocks = sa.Table(
 )
 sa.Index("ix_seckill_blocks_changed", blocks.c.changed)
 
-# One row (id 1): the number of the last change.
-changes = sa.Table(
-    "seckill_block_changes",
-    metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("seq", sa.BigInteger, nullable=False),
-)
+changes = counter_table("seckill_block_changes", metadata)
 
 # A change as a follower reads it: (kind, subject, activity or EVERY, active, changed).
 Change = tuple[str, str, str, bool, int]
@@ -64,45 +50,14 @@ def _block(row: Any) -> Block:
                  reason=row.reason, created_ms=int(row.created_ms), seq=int(row.seq))
 
 
-class BlockBook:
+class BlockBook(ChangedBook):
     """The operator's blocks in the database."""
 
-    def __init__(self, engine: sa.Engine, read_only: bool = False) -> None:
-        self.engine = engine
-        self.read_only = read_only  # a command that writes nothing: tables are never created
-        self._ready = False
-        self._lock = threading.Lock()
+    metadata = metadata
+    counter = changes
 
-    def ready(self) -> bool:
-        """Whether the tables exist; created (with the counter row) if not, unless read-only.
-        Several processes may race here: the loser's "already exists" is harmless."""
-        if self._ready:
-            return True
-        with self._lock:
-            if self._ready:
-                return True
-            if self.read_only:
-                self._ready = sa.inspect(self.engine).has_table(changes.name)
-                return self._ready
-            ensure_schema(self.engine)  # a block may name an activity: its table too
-            for attempt in range(3):
-                try:
-                    metadata.create_all(self.engine, checkfirst=True)
-                    with self.engine.begin() as conn:
-                        if conn.execute(sa.select(changes.c.seq)).first() is None:
-                            conn.execute(changes.insert().values(id=1, seq=0))
-                    break
-                except (sa.exc.IntegrityError, sa.exc.ProgrammingError,
-                        sa.exc.OperationalError):
-                    if attempt == 2:
-                        raise
-            self._ready = True
-            return True
-
-    def _next_change(self, conn: sa.Connection) -> int:
-        """Take the counter row (writers wait here for each other) and its next number."""
-        conn.execute(changes.update().where(changes.c.id == 1).values(seq=changes.c.seq + 1))
-        return int(conn.execute(sa.select(changes.c.seq).where(changes.c.id == 1)).scalar_one())
+    def _before_create(self) -> None:
+        ensure_schema(self.engine)  # a block may name an activity: its table too
 
     def block(self, block: Block) -> Block:
         """Store ``block`` (blocking again what is blocked replaces its reason); return it as

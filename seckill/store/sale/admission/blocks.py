@@ -1,12 +1,12 @@
 """This process's copy of the operator's blocks, followed in the background: what the edge's
 block filter (``edge.blocks``) asks, answered from memory with no Redis or database call.
 
-A background thread asks the database every ``POLL_SECONDS`` for the blocks changed since the
-last change it applied (``seckill.sql.blocks``: one indexed query that returns nothing while
-nothing changes), so a block reaches every gateway process within a second; a change made in
-this process (the admin API) is applied here at once. The first request that asks starts the
-thread and waits for its first reading, at most ``FIRST_WAIT`` seconds: a restarted gateway
-refuses the blocked from its first answers.
+A background thread (``seckill.sql.changes.Follower``) asks the database every quarter of a
+second for the blocks changed since the last change it applied (one indexed query that returns
+nothing while nothing changes), so a block reaches every gateway process within a second; a
+change made in this process (the admin API) is applied here at once. The first request that
+asks starts the thread and waits for its first reading, at most ``FIRST_WAIT`` seconds: a
+restarted gateway refuses the blocked from its first answers.
 
 When the database cannot be read, the copy stays as it was last read (and, before any reading,
 empty: nobody is refused). A block then takes effect once the database answers again; the sale
@@ -15,19 +15,11 @@ itself never waits on it. Why the database keeps the blocks: ``seckill.sql.block
 
 from __future__ import annotations
 
-import logging
 import threading
 
 from seckill.domain.blocks import EVERY, USER, Block
 from seckill.sql.blocks import BlockBook
-
-log = logging.getLogger(__name__)
-
-# How often each process asks for changes: a block reaches it within this, plus the read; a
-# quarter of the contract's second leaves the rest for a busy worker or a slow read (measured:
-# blocked everywhere 0.21-0.24 s after the 201, let in 0.07-0.13 s after the lift's 200).
-POLL_SECONDS = 0.25
-FIRST_WAIT = 1.0  # seconds the first request waits for the first reading
+from seckill.sql.changes import FIRST_WAIT, POLL_SECONDS, Follower
 
 
 class BlockWatch:
@@ -35,18 +27,13 @@ class BlockWatch:
 
     def __init__(self, book: BlockBook, poll_seconds: float = POLL_SECONDS) -> None:
         self.book = book
-        self.poll_seconds = poll_seconds
         # subject -> the activities its blocks cover (EVERY: all). Replaced entry by entry
         # (each value a frozenset): a request reads a whole entry or the one before.
         self._users: dict[str, frozenset[str]] = {}
         self._persons: dict[str, frozenset[str]] = {}
         self._seen = 0  # the number of the last change applied
         self._apply_lock = threading.Lock()
-        self._start_lock = threading.Lock()
-        self._first_round = threading.Event()  # the first reading was tried (read or failed)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.failing = False  # whether the last reading failed (logged once per streak)
+        self._follower = Follower(self.apply_changes, "blocks", poll_seconds)
         # No block at all in force, as the last reading applied found (False before the
         # first one, so that the first request goes through refuses(), which starts the
         # thread): the edge's filter then lets every request pass with no lookup.
@@ -57,7 +44,7 @@ class BlockWatch:
     def refuses(self, uid: str, person: str | None, activity: str | None) -> bool:
         """Whether a block covers this account, or the person behind it, on ``activity``
         (None: a request that names none; only a block on every activity covers it)."""
-        if self._thread is None:
+        if not self._follower.started:
             self.follow()
         scopes = self._users.get(uid)
         if scopes is not None and (EVERY in scopes or activity in scopes):
@@ -69,30 +56,15 @@ class BlockWatch:
 
     # -- following the database ------------------------------------------------------------
 
+    @property
+    def failing(self) -> bool:
+        """Whether the last reading failed (the copy is then the last one read)."""
+        return self._follower.failing
+
     def follow(self, wait: float = FIRST_WAIT) -> None:
         """Start the thread that follows the blocks (once; not after close) and wait, at most
         ``wait`` seconds, for its first reading."""
-        with self._start_lock:
-            if self._thread is None and not self._stop.is_set():
-                self._thread = threading.Thread(target=self._run, name="seckill-blocks",
-                                                daemon=True)
-                self._thread.start()
-        self._first_round.wait(wait)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.apply_changes()
-                if self.failing:
-                    log.info("blocks read again from the database")
-                self.failing = False
-            except Exception as exc:  # the database away (or a bug): keep the last copy
-                if not self.failing:
-                    log.warning("blocks not read from the database (%s: %s); the last copy "
-                                "stays in force until it answers", type(exc).__name__, exc)
-                self.failing = True
-            self._first_round.set()
-            self._stop.wait(self.poll_seconds)
+        self._follower.follow(wait)
 
     def apply_changes(self) -> None:
         """Read the blocks changed since the last change applied, and apply them."""
@@ -108,7 +80,7 @@ class BlockWatch:
                     table.pop(subject, None)
                 self._seen = changed
             # (Only once the thread follows them: until then refuses() must run, to start it.)
-            self.none_in_force = (self._thread is not None and not self._users
+            self.none_in_force = (self._follower.started and not self._users
                                   and not self._persons)
 
     # -- the operator's changes, heard here at once ------------------------------------------
@@ -130,18 +102,8 @@ class BlockWatch:
         return self.book.page(after, limit)
 
     def _heard(self) -> None:
-        # Only a process that follows the blocks (a gateway) keeps a copy to bring up to date;
-        # a command does not read the whole list for nothing.
-        if self._thread is not None:
-            try:
-                self.apply_changes()
-            except Exception as exc:  # stored; the thread applies it on its next round
-                log.warning("block stored, not yet applied here: %s: %s", type(exc).__name__,
-                            exc)
+        self._follower.heard()
 
     def close(self) -> None:
         """Stop the thread."""
-        self._stop.set()
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout=3)
+        self._follower.close()
