@@ -1,6 +1,8 @@
-"""Who is calling: a user JWT (HS256 only) or an operator's token (``edge.operators``); and,
-when the deployment names a person claim (``SECKILL_PERSON_CLAIM``), the verified person
-behind the account."""
+"""Who is calling: a user JWT or an operator's token (``edge.operators``); and, when the
+deployment names a person claim (``SECKILL_PERSON_CLAIM``), the verified person behind the
+account. A user JWT is HS256, signed with ``SECKILL_JWT_SECRET`` by the site's login service,
+or signed by the shop's identity provider and checked against its published keys
+(``edge.issuer``); both may be accepted at once, during a migration from one to the other."""
 
 from __future__ import annotations
 
@@ -10,14 +12,17 @@ import time
 import jwt
 
 from edge import ADMIN, SCRAPER, USER, Filter, Passage
+from edge.claims import buyer, decode
+from edge.issuer import Issuer, unverified_header
+from edge.jwks import IssuerKey
 from edge.operators import BootstrapAdmin, OperatorTokens
 from seckill.domain import errors
-from seckill.domain.activities import USER_ID
-from seckill.domain.people import EXACT, canonical_person, is_person_id
+from seckill.domain.people import EXACT
 
 ALGORITHMS = ["HS256"]  # pinned: "none", RS256-with-a-public-key-as-secret etc. are rejected
-TIME_CLAIMS = ("exp", "nbf", "iat")
-MAX_NUMERIC_DATE = 2**53  # JSON's safe integers; a larger "date" is not one a login service mints
+# A verified token remembered: user, person, expiry, and the issuer's key that verified it
+# (None: HS256, SECKILL_JWT_SECRET).
+Remembered = tuple[str, str | None, int, IssuerKey | None]
 
 
 def bearer(header: str | None) -> str:
@@ -34,68 +39,13 @@ def bearer(header: str | None) -> str:
 def verify_user_jwt(token: str, secret: str, leeway: int = 0, max_ttl: int = 0,
                     person_claim: str | None = None,
                     person_canon: str = EXACT) -> tuple[str, int, str | None]:
-    """Verify a user token; return its ``sub``, ``exp`` and person, or raise Unauthenticated.
-
-    ``max_ttl`` (seconds, 0: no bound) is the longest a token may live: ``exp - iat`` when it
-    says when it was issued, and in any case ``exp - now`` (plus ``leeway``). The person is
-    the ``person_claim`` claim (``SECKILL_PERSON_CLAIM``): None when no claim is named or the
-    token lacks it; present but not a person id (a number, null, 500 characters, a character
-    outside ``[A-Za-z0-9_.:@-]``), the token is invalid: the login service that minted it is
-    broken, and guessing what it meant could merge or split people. The claim is first put
-    in the ``person_canon`` form (``SECKILL_PERSON_CANON``): the one place a token's person
-    enters, so that limits, queue entries, draws and blocks all see that form."""
+    """Verify an HS256 user token signed with ``secret``; return its ``sub``, ``exp`` and
+    person, or raise Unauthenticated. ``max_ttl``, the person claim and its form: as
+    :func:`edge.claims.buyer` checks them for every user token."""
     if len(token) > 4096:
         raise errors.Unauthenticated("token too long")
-    try:
-        claims = jwt.decode(
-            token,
-            secret,
-            algorithms=ALGORITHMS,
-            options={"require": ["exp", "sub"]},
-            leeway=leeway,
-        )
-    except jwt.ExpiredSignatureError:
-        raise errors.Unauthenticated("the token has expired") from None
-    except jwt.MissingRequiredClaimError as exc:
-        raise errors.Unauthenticated(f"the token lacks the {exc.claim!r} claim") from None
-    except jwt.InvalidTokenError:
-        raise errors.Unauthenticated("the token is malformed or wrongly signed") from None
-    for name in TIME_CLAIMS:
-        if name in claims and not is_numeric_date(claims[name]):
-            raise errors.Unauthenticated(f"the token's {name!r} claim is not a number of seconds")
-    if max_ttl and _lives_too_long(claims, max_ttl, leeway):
-        raise errors.Unauthenticated(f"the token lives longer than {max_ttl} seconds "
-                                     "(SECKILL_JWT_MAX_TTL)")
-    sub = claims.get("sub")
-    if not isinstance(sub, str) or USER_ID.fullmatch(sub) is None:
-        raise errors.Unauthenticated("the token's sub is not a valid user id")
-    person: str | None = None
-    if person_claim is not None and person_claim in claims:
-        found = claims[person_claim]
-        if isinstance(found, str):
-            found = canonical_person(found, person_canon)
-        if not is_person_id(found):
-            raise errors.Unauthenticated(f"the token's {person_claim!r} claim is not a valid "
-                                         "person id ([A-Za-z0-9_.:@-]{1,128})")
-        person = found
-    return sub, int(claims["exp"]), person
-
-
-def _lives_too_long(claims: dict[str, object], max_ttl: int, leeway: int) -> bool:
-    exp = claims["exp"]
-    assert isinstance(exp, int | float)  # is_numeric_date checked it
-    if exp - time.time() > max_ttl + leeway:
-        return True
-    iat = claims.get("iat")
-    return isinstance(iat, int | float) and exp - iat > max_ttl
-
-
-def is_numeric_date(value: object) -> bool:
-    """A JWT NumericDate (RFC 7519): a JSON number, finite, in 0..2**53 (PyJWT alone would take
-    ``"1795359999"`` through ``int()``, and ``true`` as 1)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    return 0 <= value <= MAX_NUMERIC_DATE  # NaN and infinities fail this too
+    found = decode(token, secret, ALGORITHMS, leeway, ("exp", "sub"))
+    return buyer(found, "sub", leeway, max_ttl, person_claim, person_canon)
 
 
 def user_from_jwt(token: str, secret: str, leeway: int = 0, max_ttl: int = 0) -> str:
@@ -117,15 +67,20 @@ class Identity(Filter):
 
     A user's verified token is remembered (token -> user, expiry) so the same token is not
     verified twice: a buyer sends it for the URL and again for the purchase, and PyJWT's
-    decode is the most expensive step of the edge."""
+    decode is the most expensive step of the edge. A token an issuer's key verified is
+    believed only while that key is in the issuer's set (a key removed is a key revoked)."""
 
     names = frozenset({USER, ADMIN, SCRAPER})
-    MAX_REMEMBERED = 20_000  # ~7 MB; a buyer sends the same token twice within seconds
+    # ~7 MB of HS256 tokens. Two generations of half each: when the newer is full it becomes
+    # the older and the oldest goes, so the last MAX_REMEMBERED / 2 tokens verified are always
+    # there (a buyer sends the same token twice within seconds, whatever the crowd meanwhile).
+    MAX_REMEMBERED = 20_000
 
     def __init__(self, jwt_secret: str, operators: OperatorTokens | str, leeway: int,
                  max_ttl: int = 0, person_claim: str | None = None, person_canon: str = EXACT,
-                 metrics_token: str | None = None) -> None:
-        self.jwt_secret = jwt_secret
+                 metrics_token: str | None = None, issuer: Issuer | None = None) -> None:
+        self.jwt_secret = jwt_secret  # SECKILL_JWT_SECRET ("": HS256 tokens are refused)
+        self.issuer = issuer  # the shop's identity provider (SECKILL_JWT_JWKS_*), if any
         # A bare token is SECKILL_ADMIN_TOKEN alone: the bootstrap admin.
         self.operators = BootstrapAdmin(operators) if isinstance(operators, str) else operators
         # SECKILL_METRICS_TOKEN: the scraper's, good on the scraper's route only.
@@ -134,8 +89,9 @@ class Identity(Filter):
         self.max_ttl = max_ttl  # SECKILL_JWT_MAX_TTL (0: no bound)
         self.person_claim = person_claim  # SECKILL_PERSON_CLAIM (None: no person)
         self.person_canon = person_canon  # SECKILL_PERSON_CANON
-        # token -> (user, person, expiry)
-        self._verified: dict[str, tuple[str, str | None, int]] = {}
+        # token -> what it said: the newer generation, then the older
+        self._verified: dict[str, Remembered] = {}
+        self._older: dict[str, Remembered] = {}
 
     def check(self, passage: Passage) -> None:
         """Set the user (and the person) of a user route, and the operator of an operator
@@ -161,13 +117,25 @@ class Identity(Filter):
     def verified(self, token: str) -> tuple[str, str | None]:
         """The user and the person a token names, verified once per token while it is
         remembered."""
-        known = self._verified.get(token)
-        if known is not None and time.time() <= known[2] + self.leeway:
+        known = self._verified.get(token) or self._older.get(token)
+        if known is not None and time.time() <= known[2] + self.leeway and (
+                known[3] is None or (self.issuer is not None and self.issuer.holds(known[3]))):
             return known[0], known[1]
-        uid, expires, person = verify_user_jwt(token, self.jwt_secret, self.leeway,
-                                               self.max_ttl, self.person_claim,
-                                               self.person_canon)
-        if len(self._verified) >= self.MAX_REMEMBERED:
-            self._verified.clear()  # bounded; the next requests simply verify again
-        self._verified[token] = (uid, person, expires)
+        uid, expires, person, key = self._verify(token)
+        if len(self._verified) >= self.MAX_REMEMBERED // 2:
+            self._older, self._verified = self._verified, {}
+        self._verified[token] = (uid, person, expires, key)
         return uid, person
+
+    def _verify(self, token: str) -> tuple[str, int, str | None, IssuerKey | None]:
+        """Verify a token the first time: the issuer's when its algorithm is one the issuer
+        signs with, else HS256 with SECKILL_JWT_SECRET (which refuses any other algorithm)."""
+        if self.issuer is not None:
+            header = unverified_header(token)
+            if self.issuer.signs(header.get("alg")):
+                return self.issuer.verify(token, header, self.leeway, self.max_ttl,
+                                          self.person_claim, self.person_canon)
+        if not self.jwt_secret:
+            raise errors.Unauthenticated("the token's algorithm is not one this gateway accepts")
+        return (*verify_user_jwt(token, self.jwt_secret, self.leeway, self.max_ttl,
+                                 self.person_claim, self.person_canon), None)

@@ -162,6 +162,87 @@ def _choice(env: Mapping[str, str], name: str, default: str, allowed: tuple[str,
     return raw
 
 
+# The algorithms a key of the shop's identity provider may verify (edge/jwks.py's FITS):
+# asymmetric only. HS256 is the login service's, with SECKILL_JWT_SECRET; "none" is never.
+ISSUER_ALGORITHMS = ("RS256", "PS256", "ES256", "EdDSA")
+# Claims that say something else than who the user is (the person claim has its own list).
+_NOT_USER_CLAIMS = frozenset({"exp", "nbf", "iat", "iss", "aud", "jti"})
+_ISSUER_VARS = ("SECKILL_JWT_ISSUER", "SECKILL_JWT_AUDIENCE", "SECKILL_JWT_ALGORITHMS",
+                "SECKILL_JWT_USER_CLAIM", "SECKILL_JWT_JWKS_REFRESH_MIN")
+
+
+@dataclasses.dataclass(frozen=True)
+class IssuerSettings:
+    """The shop's identity provider, whose published keys (a JWKS) verify buyers' tokens."""
+
+    jwks_url: str | None  # SECKILL_JWT_JWKS_URL
+    jwks_file: Path | None  # SECKILL_JWT_JWKS_FILE (with the URL: the union of both sets)
+    issuer: str  # SECKILL_JWT_ISSUER: the tokens' "iss", exactly
+    audience: tuple[str, ...]  # SECKILL_JWT_AUDIENCE: a token's "aud" must name one of these
+    algorithms: tuple[str, ...]  # SECKILL_JWT_ALGORITHMS
+    user_claim: str = "sub"  # SECKILL_JWT_USER_CLAIM
+    # SECKILL_JWT_JWKS_REFRESH_MIN: the shortest a fetched set stays fresh, whatever its
+    # Cache-Control says (seconds; the longest is a day).
+    refresh_min: int = 60
+
+
+def issuer_settings(env: Mapping[str, str]) -> IssuerSettings | None:
+    """The identity provider ``SECKILL_JWT_JWKS_URL`` / ``SECKILL_JWT_JWKS_FILE`` name, with
+    its issuer, audience, algorithms and user claim; None when neither is set. ConfigError for
+    a setting that cannot be right, or one set without a JWKS to go with it."""
+    url = (env.get("SECKILL_JWT_JWKS_URL") or "").strip() or None
+    file = (env.get("SECKILL_JWT_JWKS_FILE") or "").strip() or None
+    if url is None and file is None:
+        stray = [name for name in _ISSUER_VARS if (env.get(name) or "").strip()]
+        if stray:
+            raise ConfigError(f"{', '.join(stray)} set, but neither SECKILL_JWT_JWKS_URL nor "
+                              "SECKILL_JWT_JWKS_FILE: no key would verify those tokens")
+        return None
+    development = (env.get("SECKILL_ENV") or "").strip().lower() == "development"
+    if url is not None:
+        _check_jwks_url(url, development)
+    path = None if file is None else Path(file).resolve()
+    if path is not None and not path.is_file():
+        raise ConfigError(f"SECKILL_JWT_JWKS_FILE names no file: {file}")
+    issuer = (env.get("SECKILL_JWT_ISSUER") or "").strip()
+    audience = tuple(a.strip() for a in (env.get("SECKILL_JWT_AUDIENCE") or "").split(",")
+                     if a.strip())
+    for name, value in (("SECKILL_JWT_ISSUER", issuer), ("SECKILL_JWT_AUDIENCE", audience)):
+        if not value:
+            raise ConfigError(f"{name} is required with a JWKS: the identity provider signs "
+                              "the tokens of the shop's other applications with the same keys, "
+                              "and those must not buy here")
+    algorithms = tuple(a.strip() for a in
+                       (env.get("SECKILL_JWT_ALGORITHMS") or "RS256,ES256").split(",")
+                       if a.strip())
+    for alg in algorithms:
+        if alg not in ISSUER_ALGORITHMS:
+            raise ConfigError(f"SECKILL_JWT_ALGORITHMS may hold only {', '.join(ISSUER_ALGORITHMS)}"
+                              f", got {alg!r} (HS256 tokens are verified with SECKILL_JWT_SECRET; "
+                              "'none' never is)")
+    if not algorithms:
+        raise ConfigError("SECKILL_JWT_ALGORITHMS holds no algorithm")
+    user_claim = (env.get("SECKILL_JWT_USER_CLAIM") or "sub").strip()
+    if user_claim in _NOT_USER_CLAIMS:
+        raise ConfigError(f"SECKILL_JWT_USER_CLAIM must name the claim of the user id, not "
+                          f"{user_claim!r}")
+    refresh_min = _int(env, "SECKILL_JWT_JWKS_REFRESH_MIN", 60, minimum=1)
+    if refresh_min > 86_400:
+        raise ConfigError(f"SECKILL_JWT_JWKS_REFRESH_MIN must be <= 86400, got {refresh_min}")
+    return IssuerSettings(url, path, issuer, audience, algorithms, user_claim, refresh_min)
+
+
+def _check_jwks_url(url: str, development: bool) -> None:
+    """The keys that say who a buyer is come over TLS; plain HTTP only from this machine
+    (a sidecar, the tests) or in development."""
+    parts = urlsplit(url)
+    loopback = parts.hostname in {"localhost", "::1"} or (parts.hostname or "").startswith("127.")
+    if not parts.hostname or parts.scheme not in {"https", "http"} or (
+            parts.scheme == "http" and not (loopback or development)):
+        raise ConfigError(f"SECKILL_JWT_JWKS_URL must be an https:// URL (http:// only to a "
+                          f"loopback address, or in development), got {url!r}")
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """The gateway's whole configuration, as read from the environment (see ``from_env``)."""
@@ -172,7 +253,7 @@ class Settings:
     data_dir: Path
     # Newest first: the first key signs purchase URLs, every key verifies them.
     secret_keys: tuple[str, ...]
-    jwt_secret: str
+    jwt_secret: str  # "" when an identity provider's keys alone verify buyers (issuer below)
     admin_token: str
     url_ttl: int
     # SECKILL_USER_RATE as written, and parsed: the hot routes' per-user limit.
@@ -231,6 +312,9 @@ class Settings:
     metrics_interval: float = 1.0
     # Where the key that seals the secrets the database holds comes from (data_keys below).
     data_keys: DataKeys | None = None
+    # SECKILL_JWT_JWKS_*: the shop's identity provider, whose keys verify buyers' tokens
+    # beside (or instead of) SECKILL_JWT_SECRET; None: HS256 tokens only.
+    issuer: IssuerSettings | None = None
     generated: tuple[str, ...] = ()
 
     @property
@@ -247,14 +331,21 @@ class Settings:
             raise ConfigError(f"SECKILL_ENV must be 'production' or 'development', got {mode!r}")
 
         data_dir = data_dir_from(env)
+        issuer = issuer_settings(env)
         generated: list[str] = []
         found: dict[str, str] = {}
         for name in SECRET_VARS:
             value = env.get(name, "").strip()
+            if not value and name == "SECKILL_JWT_SECRET" and issuer is not None \
+                    and mode != "development":
+                found[name] = ""  # the identity provider's keys alone verify buyers
+                continue
             if not value:
                 if mode != "development":
+                    instead = (" (or an identity provider's keys: SECKILL_JWT_JWKS_URL or "
+                               "SECKILL_JWT_JWKS_FILE)" if name == "SECKILL_JWT_SECRET" else "")
                     raise ConfigError(
-                        f"{name} is not set; it is required when SECKILL_ENV=production "
+                        f"{name} is not set{instead}; it is required when SECKILL_ENV=production "
                         "(set SECKILL_ENV=development to generate throw-away secrets)"
                     )
                 value = secrets.token_urlsafe(32)
@@ -269,8 +360,9 @@ class Settings:
         if not keys:
             raise ConfigError("SECKILL_SECRET_KEY holds no key")
         # RFC 7518 section 3.2: an HS256 key must be at least as long as the hash (32 bytes).
-        for name, values in (("SECKILL_SECRET_KEY", keys), ("SECKILL_JWT_SECRET",
-                                                             (found["SECKILL_JWT_SECRET"],))):
+        jwt_secret = found["SECKILL_JWT_SECRET"]
+        for name, values in (("SECKILL_SECRET_KEY", keys),
+                             ("SECKILL_JWT_SECRET", (jwt_secret,) if jwt_secret else ())):
             if any(len(v.encode()) < MIN_KEY_BYTES for v in values):
                 raise ConfigError(f"{name} must be at least {MIN_KEY_BYTES} bytes (HS256 key)")
 
@@ -302,6 +394,7 @@ class Settings:
             metrics_token=metrics_token,
             metrics_interval=_float(env, "SECKILL_METRICS_INTERVAL", 1.0),
             data_keys=data_keys(env),
+            issuer=issuer,
             behind_proxy=_bool(env, "SECKILL_BEHIND_PROXY", False),
             instance=instance_name(env),
             durability=_choice(env, "SECKILL_DURABILITY", "local", ("none", "local", "replica")),

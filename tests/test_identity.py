@@ -13,7 +13,7 @@ from typing import Any
 import jwt
 import pytest
 
-from edge.identity import bearer, mint_user_token, user_from_jwt
+from edge.identity import Identity, bearer, mint_user_token, user_from_jwt
 from seckill.domain import errors
 from tests.support.api import expect
 from tests.support.tokens import ADMIN, ADMIN_TOKEN, JWT_SECRET, user_headers
@@ -216,3 +216,18 @@ def test_operator_token(client):
             expect(response, 404, "unknown_activity")
         else:
             expect(response, 401, "unauthenticated")
+
+
+def test_the_last_half_of_the_remembered_tokens_are_always_remembered():
+    """The memory of verified tokens is bounded by dropping its older half, never all of it:
+    a buyer's purchase right after their URL finds the token whatever the crowd between."""
+    identity = Identity(JWT_SECRET, ADMIN_TOKEN, leeway=0)
+    identity.MAX_REMEMBERED = 4  # two generations of two
+    tokens = [mint_user_token(f"u{n}", JWT_SECRET) for n in range(5)]
+    for token in tokens:
+        identity.verified(token)
+    # A remembered token is not verified again: under another secret only those still verify.
+    identity.jwt_secret = "another-secret-0123456789abcdef0123456789"
+    assert identity.user(tokens[-1]) == "u4" and identity.user(tokens[-2]) == "u3"
+    with pytest.raises(errors.Unauthenticated):
+        identity.user(tokens[0])

@@ -22,6 +22,7 @@ from seckill.web import routes
 from seckill.web.errors import JsonErrors
 from seckill.web.finish import Finish
 from seckill.web.hot import HotRoutes
+from seckill.web.issuer import buyers_issuer
 from seckill.web.jsonio import OrjsonProvider
 from seckill.web.limits import ColdLimits
 
@@ -63,7 +64,7 @@ def create_app(config: Settings | Mapping[str, str] | None = None) -> Flask:
     signer = PurchaseUrlSigner(settings.secret_keys, settings.url_ttl, settings.clock_skew)
     Identity(settings.jwt_secret, settings.admin_token, settings.clock_skew,
              settings.jwt_max_ttl, settings.person_claim, settings.person_canon,
-             settings.metrics_token).init_app(app)
+             settings.metrics_token, buyers_issuer(settings, services)).init_app(app)
     NotBlocked(services.blocks).init_app(app)  # needs the user (and person); no Redis
     SaleWindow(services.sale).init_app(app)
     SoldOutFlag(services.sale).init_app(app)
@@ -89,5 +90,6 @@ def create_app(config: Settings | Mapping[str, str] | None = None) -> Flask:
         app.wsgi_app, chain, services.sale, signer, finish, services.queue,
         services.challenges, settings.purchase_budget_ms, DiskWatch(settings.data_dir).full)
 
-    logging.getLogger("seckill").setLevel(logging.INFO)
+    for name in ("seckill", "edge"):  # edge: the issuer's keys (edge.jwks) say what changed
+        logging.getLogger(name).setLevel(logging.INFO)
     return app

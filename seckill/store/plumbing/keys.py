@@ -174,6 +174,11 @@ class KeySpace:
         hash tag: both are written in one pipeline on a cluster)."""
         return f"{self.prefix}:{{metrics}}:reading"
 
+    def issuer_keys(self) -> str:
+        """Hash: JWKS URL -> the last good key set it answered (``SECKILL_JWT_JWKS_URL``), what
+        a gateway verifies buyers' tokens with when it starts while the provider is down."""
+        return f"{self.prefix}:{{jwks}}:keys"
+
     def stock_returned_channel(self) -> str:
         """Pub/sub: an activity id is published here when units come back (cancel, restock),
         so that every process drops its sold-out flag for it."""
