@@ -10,7 +10,9 @@ put back afterwards, so that the next call, or test, in the same worker starts c
 
 The commands that run until stopped, install signal handlers or start children (``up``,
 ``drill``, ``worker``, ``webhooks run``, ``nginx exporter``) are refused here: those run as a
-process, through :func:`seckill_process`.
+process, through :func:`seckill_process`; ``seckill up`` through :func:`seckill_up` (a free
+port, waited on until healthy, everything it started killed by PID at the end), which
+:func:`call` then asks over HTTP.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ each helper drives or inspects a real server, a real database or a real worker.
   ``python -m seckill.worker``;
 * ``queue_purchases``: run the real purchase script for many users at once (fast set-up of a
   backlog);
-* ``stored_orders`` / ``stream_order_ids`` / ``pending``: what the database and the stream hold.
+* ``stored_orders`` / ``stream_order_ids`` / ``pending``: what the database and the stream hold;
+  ``stream_key`` / ``consumer_names``: an activity's stream, and its group's consumers.
 """
 
 from __future__ import annotations
