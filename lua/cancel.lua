@@ -16,6 +16,8 @@
 -- KEYS[9]  seckill:{<aid>}:items      hash: order id -> "<vid>:<n>,..." (an activity with
 --          variants: each unit goes back to its variant, include/variant_return.lua)
 -- ARGV[1]  order id   ARGV[2] user id   ARGV[3] quantity   ARGV[4] activity id (data)
+-- ARGV[5]  the operator who cancels it (validated by the gateway; "" or absent: none),
+--          passed on in the cancel entry, so that its order.cancelled names them
 --
 -- Returns:
 --   {"ok", remaining}            remaining is -1 for unlimited stock
@@ -99,7 +101,11 @@ if KEYS[8] and redis.call('ZREM', KEYS[7], order_id) == 1 then
   redis.call('HDEL', KEYS[8], order_id)  -- it was due: never paid, now never to expire
 end
 local now_ms = redis_now_ms()
-redis.call('XADD', KEYS[4], '*',
-  'type', 'cancel', 'order_id', order_id, 'activity', ARGV[4], 'user', uid,
-  'quantity', qty, 'ts', now_ms)
+local entry = {'type', 'cancel', 'order_id', order_id, 'activity', ARGV[4], 'user', uid,
+  'quantity', qty, 'ts', now_ms}
+if ARGV[5] and ARGV[5] ~= '' then
+  entry[#entry + 1] = 'operator'
+  entry[#entry + 1] = ARGV[5]
+end
+redis.call('XADD', KEYS[4], '*', unpack(entry))
 return {'ok', unlimited and -1 or remaining}

@@ -7,6 +7,8 @@
 -- ARGV[3]  activity id (data, for the stream entry)
 -- ARGV[4]  the amount paid, cents (optional, validated by the gateway; "" or absent: none):
 --          passed on in the "paid" entry, so the orders worker stores it with the payment
+-- ARGV[5]  the operator who records the payment by hand (optional, validated by the
+--          gateway; "" or absent: the payment provider's), passed on in the "paid" entry
 --
 -- Returns:
 --   {"paid", ref, paid_ms}           paid now: the hold is gone, a "paid" entry follows the
@@ -53,6 +55,10 @@ local entry = {'type', 'paid', 'order_id', ARGV[1], 'activity', ARGV[3], 'ref', 
 if ARGV[4] and ARGV[4] ~= '' then
   entry[#entry + 1] = 'amount'
   entry[#entry + 1] = ARGV[4]
+end
+if ARGV[5] and ARGV[5] ~= '' then
+  entry[#entry + 1] = 'operator'
+  entry[#entry + 1] = ARGV[5]
 end
 redis.call('XADD', KEYS[4], '*', unpack(entry))
 return {'paid', ARGV[2], now_ms}

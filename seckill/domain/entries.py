@@ -12,6 +12,7 @@ import dataclasses
 import re
 
 from seckill.domain.activities import MAX_PER_USER, PACKETS, STOCK, USER_ID
+from seckill.domain.operators import ACTOR
 from seckill.domain.orders import OrderRow, activity_of_order
 from seckill.domain.packets import MAX_AMOUNT
 from seckill.domain.people import PERSON_KEY
@@ -32,6 +33,7 @@ class Cancel:
     order_id: str
     at_ms: int
     expired: bool = False  # the payment window ran out (lua/expire.lua)
+    operator: str | None = None  # the operator who cancelled it (lua/cancel.lua)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -42,6 +44,7 @@ class Paid:
     at_ms: int
     ref: str
     amount: int | None = None  # what the payment provider says it charged, cents (optional)
+    operator: str | None = None  # the operator who recorded it by hand (else the provider)
 
 
 PAYMENT_REF = re.compile(r"[A-Za-z0-9_.:/=+-]{1,128}")
@@ -65,12 +68,12 @@ def parse_entry(stream_aid: str, fields: dict[str, str]) -> OrderRow | Cancel | 
     if not 0 <= at_ms <= MAX_TS_MS:
         raise Poison(f"ts {str(at_ms)[:40]} is out of range")
     if kind == "cancel":
-        return Cancel(order_id, at_ms, fields.get("reason") == "expired")
+        return Cancel(order_id, at_ms, fields.get("reason") == "expired", _operator(fields))
     if kind == "paid":
         ref = fields.get("ref", "")
         if PAYMENT_REF.fullmatch(ref) is None:
             raise Poison(f"payment ref {ref[:80]!r} is not a valid reference")
-        return Paid(order_id, at_ms, ref, _paid_amount(fields))
+        return Paid(order_id, at_ms, ref, _paid_amount(fields), _operator(fields))
     if kind != "purchase":
         raise Poison(f"unknown entry type {kind[:40]!r}")
     user = fields.get("user", "")
@@ -98,6 +101,14 @@ def parse_entry(stream_aid: str, fields: dict[str, str]) -> OrderRow | Cancel | 
             raise Poison(f"pay_by {str(pay_by)[:40]} is out of range")
     return OrderRow(order_id, stream_aid, user, quantity, at_ms, _amount(fields, quantity),
                     pay_by, items=_items(fields, quantity), account=account)
+
+
+def _operator(fields: dict[str, str]) -> str | None:
+    """The operator who made a cancellation or a payment by hand, when one did."""
+    found = fields.get("operator")
+    if found is not None and ACTOR.fullmatch(found) is None:
+        raise Poison(f"operator {found[:80]!r} is not an operator's name")
+    return found
 
 
 def _paid_amount(fields: dict[str, str]) -> int | None:

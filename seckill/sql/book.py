@@ -338,6 +338,7 @@ class OrderBook:
                 "paid_amount": None,
                 "account": r.account,
                 "items": _items_text(r.items),
+                "changed_by": None,
             }
             for r in rows
         }
@@ -368,16 +369,17 @@ class OrderBook:
         return Stored(conflicted={r.order_id for r in rows} - present,
                       orphans={u.order_id for u in updates} - present)
 
-    def mark_cancelled(self, order_id: str, at_ms: int | None = None) -> bool:
-        """Cancel a confirmed order (at ``at_ms``, default now); whether a row changed (the
-        one transaction that changed it writes its order.cancelled)."""
+    def mark_cancelled(self, order_id: str, at_ms: int | None = None,
+                       operator: str | None = None) -> bool:
+        """Cancel a confirmed order (at ``at_ms``, default now; by ``operator``); whether a
+        row changed (the one transaction that changed it writes its order.cancelled)."""
         self.ready()
         at = at_ms or now_ms()
         with self.engine.begin() as conn:
             done = conn.execute(
                 orders.update()
                 .where(orders.c.order_id == order_id, orders.c.status == CONFIRMED)
-                .values(status=CANCELLED, cancelled_ms=at)
+                .values(status=CANCELLED, cancelled_ms=at, changed_by=operator)
                 .returning(*ORDER_COLUMNS)
             ).first()
             if done is not None and self.outbox:
@@ -469,8 +471,9 @@ def update_of(entry: Cancel | Paid) -> Any:
         return (orders.update()
                 .where(orders.c.order_id == entry.order_id, orders.c.payment == DUE)
                 .values(payment=PAID, payment_ref=entry.ref, paid_ms=entry.at_ms,
-                        paid_amount=entry.amount))
-    values: dict[str, Any] = {"status": CANCELLED, "cancelled_ms": entry.at_ms}
+                        paid_amount=entry.amount, changed_by=entry.operator))
+    values: dict[str, Any] = {"status": CANCELLED, "cancelled_ms": entry.at_ms,
+                              "changed_by": entry.operator}
     if entry.expired:
         values["payment"] = EXPIRED
     return (orders.update()
@@ -507,11 +510,11 @@ def fold(row: dict[str, Any], entry: Cancel | Paid) -> bool:
         if row["payment"] != DUE:
             return False
         row.update(payment=PAID, payment_ref=entry.ref, paid_ms=entry.at_ms,
-                   paid_amount=entry.amount)
+                   paid_amount=entry.amount, changed_by=entry.operator)
         return True
     if row["status"] != CONFIRMED:
         return False
-    row.update(status=CANCELLED, cancelled_ms=entry.at_ms)
+    row.update(status=CANCELLED, cancelled_ms=entry.at_ms, changed_by=entry.operator)
     if entry.expired:
         row["payment"] = EXPIRED
     return True

@@ -20,7 +20,7 @@ from seckill.sql.schema import orders
 # The columns an order's event is made of (RETURNING them from the UPDATE that changed it).
 ORDER_COLUMNS = (orders.c.order_id, orders.c.activity_id, orders.c.user_id, orders.c.account,
                  orders.c.quantity, orders.c.status, orders.c.amount, orders.c.payment,
-                 orders.c.pay_by, orders.c["items"])
+                 orders.c.pay_by, orders.c["items"], orders.c.changed_by)
 
 
 def order_data(row: Mapping[Any, Any]) -> dict[str, Any]:
@@ -30,17 +30,18 @@ def order_data(row: Mapping[Any, Any]) -> dict[str, Any]:
     return data_of_values(row["activity_id"], order_values(row))
 
 
-_NO_OPTIONS = (None, None, None, None)
+_NO_OPTIONS = (None, None, None, None, None)
 
 
 def order_values(row: Mapping[Any, Any]) -> list[Any]:
     """What an order's event ``data`` is made of, as a worker batch's outbox row keeps it
     (``seckill.sql.outbox``; rows already written are read with this layout, so it only
     ever grows at its end): ``[order_id, user, quantity, status, amount, payment, pay_by,
-    items]`` as the row holds them (``items``: its JSON text), the trailing nulls left out."""
+    items, operator]`` as the row holds them (``items``: its JSON text; ``operator``: its
+    ``changed_by``), the trailing nulls left out."""
     values = [row["order_id"], row["account"] or row["user_id"], row["quantity"],
               row["status"]]
-    optional = (row["amount"], row["payment"], row["pay_by"], row["items"])
+    optional = (row["amount"], row["payment"], row["pay_by"], row["items"], row["changed_by"])
     if optional != _NO_OPTIONS:
         values.extend(optional)
         while values[-1] is None:
@@ -51,11 +52,13 @@ def order_values(row: Mapping[Any, Any]) -> list[Any]:
 def data_of_values(aid: str, values: Sequence[Any]) -> dict[str, Any]:
     """The ``data`` of an order of activity ``aid`` from its :func:`order_values`: what its
     order status says (the optional fields only when set), then ``activity``, ``user`` and
-    ``quantity``, in this order (the keys' order is the body's)."""
+    ``quantity``, in this order (the keys' order is the body's), and ``operator`` when an
+    operator made the order's last change by hand."""
     order_id, user, quantity, status, *optional = values
     data: dict[str, Any] = {"status": status, "order_id": order_id}
+    operator = None
     if optional:
-        amount, payment, pay_by, items = (*optional, None, None, None)[:4]
+        amount, payment, pay_by, items, operator = (*optional, None, None, None, None)[:5]
         if amount is not None:
             data["amount"] = int(amount)
         if payment is not None:
@@ -67,6 +70,8 @@ def data_of_values(aid: str, values: Sequence[Any]) -> dict[str, Any]:
     data["activity"] = aid
     data["user"] = user
     data["quantity"] = int(quantity)
+    if operator is not None:
+        data["operator"] = operator
     return data
 
 

@@ -107,6 +107,9 @@ orders = sa.Table(
     # An activity with variants: the variant of every unit, JSON [{"variant", "quantity"}]
     # (NULL for a single-item activity's order).
     sa.Column("items", sa.Text, nullable=True),
+    # Who made the order's last change by hand: the operator who cancelled it, or recorded
+    # its payment (an operator's name, or the command's "cli:<login>"); NULL otherwise.
+    sa.Column("changed_by", sa.String(80), nullable=True),
     sa.CheckConstraint("quantity >= 1", name="ck_seckill_orders_quantity"),
     sa.CheckConstraint("amount IS NULL OR amount >= 1", name="ck_seckill_orders_amount"),
     sa.CheckConstraint("status IN ('confirmed', 'cancelled')", name="ck_seckill_orders_status"),

@@ -81,8 +81,9 @@ class Orders:
             start = "(" + str(entries[-1][0])
         return None
 
-    def cancel(self, order_id: str) -> int | None:
-        """Cancel an order: stock back, buyer slot freed. Returns the new remaining stock."""
+    def cancel(self, order_id: str, operator: str | None = None) -> int | None:
+        """Cancel an order: stock back, buyer slot freed; its order.cancelled names
+        ``operator``. Returns the new remaining stock."""
         aid = activity_of_order(order_id)
         if aid is None:
             raise errors.UnknownOrder(order_id=order_id[:120])
@@ -93,7 +94,7 @@ class Orders:
         # there: that part's stock, whichever part they were borrowed from.
         reply = self.runner.run_restoring(
             aid, self.scripts.cancel, self.keys.cancel_keys(self.parts.home_tag(aid, uid)),
-            [order_id, uid, quantity, aid])
+            [order_id, uid, quantity, aid, operator or ""])
         outcome = reply[0]
         if outcome in ("already_cancelled", "not_live"):
             raise errors.AlreadyCancelled(order_id=order_id)
@@ -112,7 +113,7 @@ class Orders:
             raise errors.SeckillError(f"unexpected script reply {outcome!r}")
         # The database row may not exist yet (order still pending): the worker applies the
         # cancel event that follows the order on the stream. Both updates are idempotent.
-        self.book.mark_cancelled(order_id)
+        self.book.mark_cancelled(order_id, operator=operator)
         self.stock_returned(aid)
         remaining = int(reply[1])
         if self.parts.sharded(aid):  # the home part's: the whole's is what the caller wants

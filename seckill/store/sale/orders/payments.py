@@ -87,9 +87,10 @@ class Payments:
         return window
 
     def pay(self, order_id: str, ref: Any, amount: int | None = None,
-            currency: str | None = None) -> dict[str, Any]:
+            currency: str | None = None, operator: str | None = None) -> dict[str, Any]:
         """Pay a held order (``amount``: what the payment provider charged, cents, kept with
-        the payment when given); the 200 body, or the refusal raised. A due order's payment
+        the payment when given; ``operator``: who records it by hand, named by its
+        order.paid); the 200 body, or the refusal raised. A due order's payment
         whose amount or currency differs from the order's leaves it due: the body is then
         ``payment_mismatch`` with the order's ``amount`` and ``currency`` (each when known)."""
         if not isinstance(ref, str) or PAYMENT_REF.fullmatch(ref) is None:
@@ -113,7 +114,8 @@ class Payments:
                 return body
         reply = self.runner.run_restoring(aid, self.scripts.pay, self.keys.pay_keys(tag),
                                           [order_id, ref, aid,
-                                           "" if amount is None else str(amount)])
+                                           "" if amount is None else str(amount),
+                                           operator or ""])
         outcome = reply[0]
         if outcome == "paid":
             return {"status": "paid", "order_id": order_id, "payment_ref": str(reply[1])}
