@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Protocol
 from seckill.domain import errors
 
 if TYPE_CHECKING:
-    from edge.operators import Operator
     from seckill.domain.activities import Activity
+    from seckill.domain.operators import Operator
 
 USER = "user"  # a valid user JWT; sets Passage.uid
 ADMIN = "admin"  # the operator token

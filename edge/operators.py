@@ -1,35 +1,25 @@
-"""Who an operator is: a name and a role, found from the bearer token of an operator route.
+"""Who an operator is, found from the bearer token of an operator route, and whether their role
+may make the call.
 
-The roles are ordered: each has the rights of the ones before it. ``viewer`` reads (activities,
-stats, orders, the console, metrics); ``operator`` pulls the levers (pause, resume, end, restock,
-cancel, blocks); ``admin`` changes the deployment (activities, webhook endpoints, payments,
-operators). ``SECKILL_ADMIN_TOKEN`` is the bootstrap admin, so that a deployment can make its
-first named operators with it.
+The identity filter (``edge.identity``) asks an :class:`OperatorTokens` for the operator a
+token belongs to: :class:`Operators`, the bootstrap admin (``SECKILL_ADMIN_TOKEN``) and then
+the named operators (this process's copy of them, ``seckill.store.operators``); then
+:class:`RoleCheck` refuses the call with 403 ``forbidden`` when the route needs a role the
+operator's lacks. The roles and what they may do: ``seckill.domain.operators``; which route
+needs which role: the table in ``seckill.web.routes``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hmac
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
-VIEWER = "viewer"
-OPERATOR = "operator"
-ADMIN = "admin"
-ROLES = (VIEWER, OPERATOR, ADMIN)  # each has the rights of the ones before it
-BOOTSTRAP_NAME = "admin"  # the name SECKILL_ADMIN_TOKEN acts under
+from edge.chain import ADMIN, Filter, Passage
+from seckill.domain.operators import ADMIN as ADMIN_ROLE
+from seckill.domain.operators import BOOTSTRAP_NAME, Operator, forbidden
 
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Operator:
-    """A verified operator: who, and what they may do."""
-
-    name: str
-    role: str
-
-    def may(self, needed: str) -> bool:
-        """Whether this operator's role has the rights of ``needed``."""
-        return ROLES.index(self.role) >= ROLES.index(needed)
+__all__ = ["BootstrapAdmin", "Operator", "OperatorTokens", "Operators", "RoleCheck"]
 
 
 class OperatorTokens(Protocol):
@@ -44,8 +34,46 @@ class BootstrapAdmin:
 
     def __init__(self, token: str) -> None:
         self._token = token.encode()
-        self._operator = Operator(BOOTSTRAP_NAME, ADMIN)
+        self._operator = Operator(BOOTSTRAP_NAME, ADMIN_ROLE)
 
     def who(self, token: str) -> Operator | None:
         """The bootstrap admin when ``token`` is its token (compared in constant time)."""
         return self._operator if hmac.compare_digest(token.encode(), self._token) else None
+
+
+class Operators:
+    """The bootstrap admin first (no lookup at all), then the named operators."""
+
+    def __init__(self, bootstrap: str, named: OperatorTokens) -> None:
+        self.bootstrap = BootstrapAdmin(bootstrap)
+        self.named = named
+
+    def who(self, token: str) -> Operator | None:
+        """The operator whose token this is: the bootstrap admin, or a named operator."""
+        return self.bootstrap.who(token) or self.named.who(token)
+
+
+class RoleCheck(Filter):
+    """403 ``forbidden`` (with ``role_needed``) to an operator whose role lacks the route's.
+
+    ``needed``: endpoint -> role, every operator route's (``seckill.web.routes``); a route
+    missing from it needs ``admin``, so that a route added without its role is closed rather
+    than open. ``refused`` hears each refusal (the audit trail)."""
+
+    names = frozenset({ADMIN})
+
+    def __init__(self, needed: Mapping[str, str],
+                 refused: Callable[[Operator, str, str], None] | None = None) -> None:
+        self.needed = needed
+        self.refused = refused
+
+    def check(self, passage: Passage) -> None:
+        """Let the operator through if their role has the route's rights."""
+        operator = passage.operator
+        if operator is None:  # the identity filter runs first and sets it, or refuses
+            raise RuntimeError("no operator on an operator route")
+        needed = self.needed.get(passage.endpoint, ADMIN_ROLE)
+        if not operator.may(needed):
+            if self.refused is not None:
+                self.refused(operator, passage.endpoint, needed)
+            raise forbidden(operator, needed)

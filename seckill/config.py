@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import getpass
 import math
 import os
+import re
 import secrets
 import sys
 from collections.abc import Mapping
@@ -482,6 +484,22 @@ def operator_secrets(environ: Mapping[str, str] | None = None) -> tuple[str, str
     env = _environ(environ)
     return (env.get("SECKILL_JWT_SECRET", "").strip(),
             env.get("SECKILL_ADMIN_TOKEN", "").strip())
+
+
+def cli_operator(environ: Mapping[str, str] | None = None) -> str:
+    """Who the ``seckill`` command acts as in the audit trail and in the events its actions
+    cause: ``cli:`` and ``SECKILL_OPERATOR`` (a name, ``[A-Za-z0-9_.@-]{1,64}``), or the
+    login name of the user running it when unset. ConfigError for a malformed name."""
+    name = _environ(environ).get("SECKILL_OPERATOR", "").strip()
+    if not name:
+        try:
+            name = getpass.getuser()
+        except (KeyError, OSError):  # no login name (a container's bare uid)
+            name = f"uid{os.getuid()}"
+    if re.fullmatch(r"[A-Za-z0-9_.@-]{1,64}", name, re.ASCII) is None:
+        raise ConfigError("SECKILL_OPERATOR must match [A-Za-z0-9_.@-]{1,64} (who the command "
+                          f"acts as in the audit), got {name[:80]!r}")
+    return f"cli:{name}"
 
 
 def graceful_timeout(environ: Mapping[str, str] | None = None) -> int:

@@ -1,14 +1,16 @@
 """One log format for every process of the stack, and repeated lines collapsed.
 
 A line is ``<UTC time, ms> <component> <LEVEL> <message>``; with ``SECKILL_LOG_FORMAT=json``
-one JSON object per line (``ts``, ``component``, ``level``, ``message``, and ``logger``). The
-component names the process (``seckill-up``, ``gunicorn-1``, ``orders-worker``), so the
-merged output of ``seckill up`` says who wrote each line.
+one JSON object per line (``ts``, ``component``, ``level``, ``message``, and ``logger``; a
+structured line, as the audit trail's, adds its ``fields``). The component names the process
+(``seckill-up``, ``gunicorn-1``, ``orders-worker``), so the merged output of ``seckill up``
+says who wrote each line.
 
 When Redis goes away every request that meets it logs the same warning: a burst of identical
 lines says nothing more than its first one. :class:`CollapseRepeats` prints the first, holds
 the repeats of the same logger, level and message template for ``window`` seconds, then prints
-one line ``... x94 in 0.6 s`` (with the multiplication sign) for them. What differed between
+one line ``... x94 in 0.6 s`` (with the multiplication sign) for them (never a record marked
+``never_collapse``: each line of the audit trail is one action). What differed between
 the repeats (the users, the activities) is in that line, every value once:
 ``... x3 in 0.2 s: rate limit not checked for {u1, u2, u3} (fails open): {refused x2, timeout}``.
 """
@@ -66,7 +68,10 @@ class Formatter(logging.Formatter):
             message = message.replace("\r", "\\r").replace("\n", "\\n")
         if record.exc_info:
             message += "\n" + self.formatException(record.exc_info)
-        extra = {"logger": record.name} if self.as_json else {}
+        extra: dict[str, Any] = {"logger": record.name} if self.as_json else {}
+        fields = getattr(record, "fields", None)
+        if self.as_json and isinstance(fields, dict):  # a structured line (the audit trail's)
+            extra["fields"] = fields
         return line(self.component, record.levelname, message, self.as_json, record.created,
                     **extra)
 
@@ -167,7 +172,8 @@ class CollapseRepeats(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         """False for a repeat inside its burst's window (it is counted instead)."""
-        if getattr(record, "collapsed_summary", False):
+        if getattr(record, "collapsed_summary", False) or getattr(record, "never_collapse",
+                                                                  False):
             return True
         key = (record.name, record.levelno, str(record.msg))
         now = self.clock()

@@ -19,8 +19,10 @@ from seckill.config import ConfigError, Settings
 from seckill.sql.blocks import BlockBook
 from seckill.sql.book import OrderBook
 from seckill.sql.engine import make_engine
+from seckill.sql.operators import OperatorBook
 from seckill.sql.sealing import Keyring
 from seckill.store.audit.census import CensusTaker
+from seckill.store.operators import OperatorWatch
 from seckill.store.plumbing.connection import (
     Client,
     ScriptWire,
@@ -89,6 +91,7 @@ class Services:
     controls: SaleControls
     census: CensusTaker
     blocks: BlockWatch  # the operator's blocks: this process's copy, and their writes
+    operators: OperatorWatch  # the named operators: this process's copy, and their writes
     # Also run by close(): parts the web layer adds (the cold routes' limiter's client).
     closers: list[Callable[[], None]] = dataclasses.field(default_factory=list)
 
@@ -154,7 +157,8 @@ class Services:
                    challenges=Challenges(client, keys, challenge_secret(settings)),
                    controls=controls,
                    census=CensusTaker(client, keys, controls, stats, payments, queue),
-                   blocks=BlockWatch(BlockBook(engine, read_only=read_only)))
+                   blocks=BlockWatch(BlockBook(engine, read_only=read_only)),
+                   operators=OperatorWatch(OperatorBook(engine, read_only=read_only)))
 
     def check_durability_guard(self) -> None:
         """At a gateway's start, with ``SECKILL_DURABILITY=replica``: ConfigError (every part
@@ -176,6 +180,7 @@ class Services:
         self.board.close()
         self.cache.close()
         self.blocks.close()
+        self.operators.close()
         self.wire.close()
         close_client(self.client)
         self.engine.dispose()

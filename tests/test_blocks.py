@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 from flask.testing import FlaskClient
@@ -19,6 +18,7 @@ from tests.support.admission import join, poll, queued_activity, wait_for_start
 from tests.support.api import buy, create_activity, expect
 from tests.support.cli import assert_one_line_error, seckill
 from tests.support.command_counts import Counts, commands_by_connection, observer  # noqa: F401
+from tests.support.database_faults import move_sqlite
 from tests.support.timing import wait_until
 from tests.support.tokens import ADMIN, user_headers
 
@@ -231,17 +231,6 @@ def test_blocks_from_the_command_line_reach_a_running_gateway(client, env):
     assert both.returncode == 2 and "not allowed with" in both.stderr
 
 
-def _move_database(source: Path, target: Path) -> None:
-    """Move a SQLite database with its WAL journal and shared memory, over whatever is at
-    ``target`` (an empty database made meanwhile, and its own journal, are replaced)."""
-    for suffix in ("", "-wal", "-shm"):
-        found = Path(f"{source}{suffix}")
-        if found.exists():
-            found.replace(f"{target}{suffix}")
-        else:
-            Path(f"{target}{suffix}").unlink(missing_ok=True)
-
-
 def test_while_the_database_cannot_be_read_the_last_copy_stays_and_the_sale_goes_on(
         make_app, private_valkey: EmbeddedValkey, tmp_path):
     """The blocks' database away: the process keeps the blocks it last read (the purchase
@@ -256,13 +245,13 @@ def test_while_the_database_cannot_be_read_the_last_copy_stays_and_the_sale_goes
     watch.book.engine.dispose()
     # The whole database away (with its WAL journal, which holds what was not checkpointed
     # yet): a new, empty database in its place, no tables.
-    _move_database(database, tmp_path / "away.db")
+    move_sqlite(database, tmp_path / "away.db")
     try:
         wait_until(lambda: watch.failing, 3, what="the failing reading")
         expect(buy(client, aid, "alice"), 200)
         expect(buy(client, aid, "mallory"), 403, "blocked")
     finally:
         watch.book.engine.dispose()
-        _move_database(tmp_path / "away.db", database)
+        move_sqlite(tmp_path / "away.db", database)
         watch.book.engine.dispose()
     wait_until(lambda: not watch.failing, 3, what="the database again")

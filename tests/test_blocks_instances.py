@@ -13,22 +13,19 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import orjson
 import pytest
 import urllib3
 
 from edge.identity import mint_user_token
 from seckill.ops.stack.embedded import EmbeddedValkey
 from tests.support.gateway import gateway_env
+from tests.support.instances import WITHIN, call, settled, watch
 from tests.support.servers import gunicorn_server
 from tests.support.timing import iso
 from tests.support.tokens import ADMIN, ADMIN_TOKEN, JWT_SECRET
 
-TIMEOUT = urllib3.Timeout(connect=5.0, read=10.0)
 CLAIM = "person_id"  # SECKILL_PERSON_CLAIM of these gateways
-WITHIN = 1.0  # seconds: the contract's "in every process within one second"
 
 
 @dataclass
@@ -67,16 +64,6 @@ def http() -> Iterator[urllib3.PoolManager]:
     pool.clear()
 
 
-def call(http: urllib3.PoolManager, method: str, url: str, headers: dict[str, str],
-         body: Any = None) -> tuple[int, Any]:
-    # A new connection each time (Connection: close), so that the requests spread over the
-    # instance's workers.
-    response = http.request(method, url, headers={**headers, "Connection": "close"},
-                            body=None if body is None else orjson.dumps(body),
-                            timeout=TIMEOUT, retries=False)
-    return response.status, orjson.loads(response.data)
-
-
 def bearer(uid: str, person: str | None = None) -> dict[str, str]:
     claims: dict[str, object] = {} if person is None else {CLAIM: person}
     return {"Authorization": f"Bearer {mint_user_token(uid, JWT_SECRET, 600, claims=claims)}"}
@@ -91,29 +78,9 @@ def activity(http: urllib3.PoolManager, base: str) -> str:
     return aid
 
 
-def watch(http: urllib3.PoolManager, bases: list[str], aid: str, headers: dict[str, str],
-          since: float, seconds: float) -> list[tuple[float, int, int]]:
-    """Ask for the purchase URL on every instance in turn for ``seconds`` from ``since``:
-    (seconds after ``since``, instance, status) of each answer."""
-    seen = []
-    while time.monotonic() - since < seconds:
-        for n, base in enumerate(bases):
-            status, _ = call(http, "GET", f"{base}/seckill/url?activity={aid}", headers)
-            seen.append((time.monotonic() - since, n, status))
-    return seen
-
-
-def settled(seen: list[tuple[float, int, int]], expected: int) -> float:
-    """When the answers settled on ``expected`` (the time of the last other answer, 0.0 if
-    none), checking that from then on every instance answered it, many times each."""
-    other = [t for t, _, status in seen if status != expected]
-    last = max(other, default=0.0)
-    assert last < WITHIN, (last, seen)
-    after = [(n, status) for t, n, status in seen if t > WITHIN]
-    for n in (0, 1):
-        statuses = [status for i, status in after if i == n]
-        assert len(statuses) >= 5 and set(statuses) == {expected}, (n, statuses)
-    return last
+def url_of(bases: list[str], aid: str) -> list[str]:
+    """Each instance's purchase URL request for ``aid``."""
+    return [f"{base}/seckill/url?activity={aid}" for base in bases]
 
 
 def test_a_block_and_its_lift_reach_every_process_within_a_second(gateway, http):
@@ -125,14 +92,14 @@ def test_a_block_and_its_lift_reach_every_process_within_a_second(gateway, http)
             assert call(http, "GET", f"{base}/seckill/url?activity={aid}", mallory)[0] == 200
     status, made = call(http, "POST", f"{a}/admin/blocks", ADMIN, {"user": "mallory"})
     assert status == 201, made
-    blocked = settled(watch(http, gateway.bases, aid, mallory, time.monotonic(), WITHIN + 0.4),
-                      403)
+    blocked = settled(watch(http, url_of(gateway.bases, aid), mallory, time.monotonic(),
+                            WITHIN + 0.4), 403)
     assert call(http, "GET", f"{b}/seckill/url?activity={aid}", bearer("alice"))[0] == 200
 
     status, _ = call(http, "DELETE", f"{b}/admin/blocks/user/mallory", ADMIN)
     assert status == 200
-    lifted = settled(watch(http, gateway.bases, aid, mallory, time.monotonic(), WITHIN + 0.4),
-                     200)
+    lifted = settled(watch(http, url_of(gateway.bases, aid), mallory, time.monotonic(),
+                           WITHIN + 0.4), 200)
     print(f"blocked everywhere {blocked:.3f} s after the 201; let in {lifted:.3f} s after the "
           "lift's 200")
 

@@ -76,8 +76,23 @@ def sale(client: FlaskClient) -> dict[str, str]:
     endpoint = client.post("/admin/webhooks", headers=ADMIN,
                            json={"url": "http://127.0.0.1:9/hook", "events": ["order.created"]})
     assert endpoint.status_code == 201, endpoint.get_json()
+    # A named operator: the levers must answer them too while the database is away (each
+    # process checks their token in its own copy of the operators).
+    made = client.post("/admin/operators", headers=ADMIN,
+                       json={"name": f"op-{uuid.uuid4().hex[:8]}", "role": "operator"})
+    assert made.status_code == 201, made.get_json()
     return {"aid": aid, "order_id": bought.get_json()["order_id"],
-            "endpoint": endpoint.get_json()["id"]}
+            "endpoint": endpoint.get_json()["id"], "operator": made.get_json()["token"]}
+
+
+def named(sale: dict[str, str]) -> dict[str, str]:
+    """The headers of the sale's named operator."""
+    return {"Authorization": f"Bearer {sale['operator']}"}
+
+
+def operators_read(client: FlaskClient, sale: dict[str, str]) -> None:
+    """The process has read the operators (before the fault)."""
+    assert client.get("/admin/whoami", headers=named(sale)).status_code == 200
 
 
 @pytest.fixture
@@ -136,14 +151,16 @@ def check_health(client: FlaskClient) -> None:
         time.sleep(0.1)
 
 
-def check_lever(client: FlaskClient, aid: str) -> None:
-    """A lever answers within the bound: applied (200), or 503 unavailable; never 500."""
-    status, body, took = answer(client, "POST", f"/admin/activities/{aid}/pause",
-                                headers=ADMIN)
-    assert took < BOUND, f"pause: {status} after {took:.1f} s"
-    assert status in (200, 503), (status, body)
-    if status == 503:
-        assert body["error"] == "unavailable", body
+def check_lever(client: FlaskClient, sale: dict[str, str]) -> None:
+    """A lever answers within the bound: applied (200), or 503 unavailable; never 500, and
+    never a 401 to the named operator the process knew before."""
+    for headers in (ADMIN, named(sale)):
+        status, body, took = answer(client, "POST", f"/admin/activities/{sale['aid']}/pause",
+                                    headers=headers)
+        assert took < BOUND, f"pause: {status} after {took:.1f} s"
+        assert status in (200, 503), (status, body)
+        if status == 503:
+            assert body["error"] == "unavailable", body
 
 
 def check_back(client: FlaskClient, sale: dict[str, str], within: float = 15.0) -> None:
@@ -163,9 +180,10 @@ def test_postgresql_down_every_route_answers_503_database(
     client = relayed_app.test_client()
     # The process has connections in its pool (a stopped server cuts them too).
     assert client.get("/healthz").status_code == 200
+    operators_read(client, sale)
     relay.down()
     check_routes(client, sale)
-    check_lever(client, sale["aid"])
+    check_lever(client, sale)
     relay.up()
     check_back(client, sale)
 
@@ -174,10 +192,11 @@ def test_postgresql_hung_every_route_answers_503_database_within_the_bound(
         relayed_app: Flask, relay: DatabaseRelay, sale: dict[str, str]) -> None:
     client = relayed_app.test_client()
     assert client.get("/healthz").status_code == 200
+    operators_read(client, sale)
     relay.hang()
     try:
         check_routes(client, sale)
-        check_lever(client, sale["aid"])
+        check_lever(client, sale)
     finally:
         relay.up()
     check_back(client, sale)
@@ -190,6 +209,8 @@ def test_postgresql_hung_before_the_first_connection(
     try:
         client = relayed_app.test_client()
         check_away(client, "GET", f"/admin/activities/{sale['aid']}/stats", headers=ADMIN)
+        # It never read the operators: a named one's token is 503, never a hang or a 401.
+        check_away(client, "GET", "/admin/whoami", headers=named(sale))
         status, body, took = answer(client, "GET", "/healthz")
         assert status == 503 and set(body["failing"]) == {"database"}, body
         assert took < BOUND, took
@@ -203,6 +224,7 @@ def test_sqlite_locked_longer_than_the_bound_writes_answer_503_database(
     if not is_sqlite(database_url):
         pytest.skip("SQLite only: another connection holding its write lock")
     client = make_app(SECKILL_DATABASE_TIMEOUT=str(TIMEOUT)).test_client()
+    operators_read(client, sale)
     lock = SqliteWriteLock(database_url)
     lock.hold()
     try:
@@ -213,7 +235,7 @@ def test_sqlite_locked_longer_than_the_bound_writes_answer_503_database(
         check_away(client, "GET", f"/admin/activities/{sale['aid']}/stats", headers=ADMIN,
                    allowed=(200,))
         check_away(client, "GET", "/admin/webhooks", headers=ADMIN, allowed=(200,))
-        check_lever(client, sale["aid"])
+        check_lever(client, sale)
     finally:
         lock.close()
     check_back(client, sale)

@@ -9,10 +9,14 @@ import json
 import pytest
 
 from seckill.domain.clock import now_ms
+from seckill.domain.operators import ADMIN as ADMIN_ROLE
+from seckill.domain.operators import Operator
 from tests.support.api import buy, expect
 from tests.support.cli import assert_one_line_error, seckill
 from tests.support.timing import iso, wait_until
 from tests.support.tokens import ADMIN, user_headers
+
+BY = Operator("layer-test", ADMIN_ROLE)  # who the actions called directly are by
 
 
 def _listeners(rds, channel: str) -> int:
@@ -80,30 +84,30 @@ def test_the_actions_write_announce_and_return_the_activity_as_it_is_now(app, rd
         activities.find(services, "layer-one")  # this process now remembers it unknown
     made = activities.create(services, activities.new_activity({
         "id": "layer-one", "name": "Layer", "total": 2, "starts_at": iso(-5),
-        "ends_at": iso(600)}))
+        "ends_at": iso(600)}), by=BY)
     assert activities.find(services, "layer-one").total == made.total == 2  # forgotten here
 
     bought = expect(buy(client, "layer-one", "ann"), 200)
-    restocked = activities.restock(services, made, 3)
+    restocked = activities.restock(services, made, 3, by=BY)
     assert (restocked.total, restocked.remaining) == (5, 4)
     assert rds.hget(f"{prefix}:{{layer-one}}:meta", "total") == "5"
 
-    cancelled = orders.cancel(services, bought["order_id"])
+    cancelled = orders.cancel(services, bought["order_id"], by=BY)
     assert (cancelled.order_id, cancelled.remaining) == (bought["order_id"], 5)
     with pytest.raises(errors.AlreadyCancelled):
-        orders.cancel(services, bought["order_id"])
+        orders.cancel(services, bought["order_id"], by=BY)
 
-    paused = levers.pause(services, activities.find(services, "layer-one"))
+    paused = levers.pause(services, activities.find(services, "layer-one"), by=BY)
     assert paused.paused and activities.find(services, "layer-one").paused
     expect(client.get("/seckill/url?activity=layer-one", headers=user_headers("bo")), 503,
            "paused")
-    assert not levers.resume(services, paused).paused
-    edited = activities.edit(services, paused, {"name": "Layer 2"})
+    assert not levers.resume(services, paused, by=BY).paused
+    edited = activities.edit(services, paused, {"name": "Layer 2"}, by=BY)
     assert activities.find(services, "layer-one").name == edited.name == "Layer 2"
     with pytest.raises(errors.BadRequest) as no_queue:
-        levers.set_admission_factor(services, edited, 2.0)
+        levers.set_admission_factor(services, edited, 2.0, by=BY)
     assert no_queue.value.extra == {"field": "admission"}
-    ended = levers.end(services, edited)
+    ended = levers.end(services, edited, by=BY)
     assert ended.ends_ms <= now_ms()
     with pytest.raises(errors.AlreadyEnded):
-        levers.end(services, ended)
+        levers.end(services, ended, by=BY)

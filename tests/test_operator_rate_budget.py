@@ -1,8 +1,8 @@
 """Which operator routes count against ``SECKILL_ADMIN_RATE`` (``seckill/web/limits.py``), and
 that they share one budget: creating an activity, its stock and stats, orders, blocks and
-webhooks are counted together; the sale-day levers (list, show, edit, pause, resume, end,
-the admission factor) and the console are not, so an operator who spent the budget can still
-stop a sale."""
+webhooks and operators are counted together; the sale-day levers (list, show, edit, pause,
+resume, end, the admission factor), the console and who is signed in are not, so an operator
+who spent the budget can still stop a sale."""
 
 from __future__ import annotations
 
@@ -33,6 +33,9 @@ COUNTED: tuple[tuple[str, str, Any], ...] = (
     ("DELETE", "/admin/webhooks/w-none", None),
     ("GET", "/admin/webhooks/w-none/deliveries", None),
     ("POST", "/admin/webhooks/w-none/replay", {}),
+    ("GET", "/admin/operators", None),
+    ("POST", "/admin/operators", {"name": "late", "role": "viewer"}),
+    ("DELETE", "/admin/operators/nobody", None),
 )
 
 
@@ -52,6 +55,7 @@ def _levers(client: FlaskClient, aid: str, queued: str) -> None:
     expect(client.post(f"/admin/activities/{queued}/admission", json={"factor": 2},
                        headers=ADMIN), 200)
     expect(client.get("/admin/console/state", headers=ADMIN), 200)
+    expect(client.get("/admin/whoami", headers=ADMIN), 200)  # the console signs in with it
 
 
 def test_counted_routes_share_one_budget_and_the_levers_stay_outside_it(

@@ -10,6 +10,8 @@
 // seckill_activity_outcomes_total{answered_by="nginx"}) are added to their activity's
 // outcomes, so the rates are the crowd's and not the few answers that reached an instance;
 // a failed lever says the operator's message.
+// Signed in, it asks GET /admin/whoami who the token is, shows the name and role, and shows
+// only the controls the role may use (a viewer gets no levers: the API refuses them anyway).
 (function () {
   "use strict";
   var KEY = "seckill-operator-token";
@@ -22,6 +24,8 @@
                  other: "#374151" };
   COLORS[NGINX] = "#dc2626";
   var DONE = { pause: "paused", resume: "resumed", end: "ended" };
+  var RANK = { viewer: 0, operator: 1, admin: 2 }; // each role has the rights of the ones before
+  var role = null; // the signed-in operator's role, from GET /admin/whoami
   var $ = function (id) { return document.getElementById(id); };
   var chart = null;
   var series = [[]].concat(LINES.map(function () { return []; }));
@@ -38,9 +42,13 @@
 
   function token() { return sessionStorage.getItem(KEY); }
 
+  function may(needed) { return role !== null && RANK[role] >= RANK[needed]; }
+
   function showLogin(message) {
     clearTimeout(timer);
     generation++;
+    role = null;
+    $("who").textContent = "";
     $("console").hidden = true;
     $("login").hidden = false;
     $("login-error").textContent = message || "";
@@ -213,7 +221,7 @@
     var pause = button("Pause", "pause", a.id, name);
     var resume = button("Resume", "resume", a.id, name);
     var end = button("End now", "end", a.id, name, true);
-    levers.append(pause, resume, end);
+    if (may("operator")) { levers.append(pause, resume, end); } // a viewer's card: none
     li.append(h, alarm, bar, numbers, levers);
     return { li: li, title: title, badge: badge, alarm: alarm, bar: bar, fill: fill,
              numbers: numbers, pause: pause, resume: resume, end: end };
@@ -387,10 +395,35 @@
     });
   }
 
+  // Who the token is: then the console, with the controls of that role.
+  function signedIn(who) {
+    role = RANK[who.role] === undefined ? "viewer" : who.role;
+    document.body.dataset.role = role;
+    $("who").textContent = "Signed in as " + who.name + " (" + role + ")"
+      + (may("operator") ? "" : " · reads only");
+    Object.keys(cards).forEach(function (aid) { cards[aid].li.remove(); delete cards[aid]; });
+    poll();
+  }
+
   function start() {
     $("login").hidden = true;
     $("console").hidden = false;
-    poll();
+    var mine = ++generation;
+    clearTimeout(timer);
+    call("GET", "/admin/whoami").then(function (r) {
+      if (mine !== generation) { return; }
+      if (r.status === 401) {
+        sessionStorage.removeItem(KEY);
+        return showLogin("The token was refused.");
+      }
+      if (r.status !== 200 || !r.body) { throw new Error("HTTP " + r.status); }
+      signedIn(r.body);
+    }).catch(function (error) {
+      if (mine !== generation) { return; }
+      $("status").textContent = "Could not check the token (" + error.message
+        + "); trying again";
+      timer = setTimeout(start, POLL_MS);
+    });
   }
 
   $("login").addEventListener("submit", function (event) {

@@ -7,8 +7,10 @@ from typing import Any
 
 from seckill.domain import errors
 from seckill.domain.activities import MAX_TOTAL, Activity, parse_edit, parse_new_activity
+from seckill.domain.operators import Operator
 from seckill.domain.packets import Progress
 from seckill.domain.people import BY_PERSON
+from seckill.operator import trail
 from seckill.services import Services
 from seckill.store.sale.activity import catalog
 from seckill.store.sale.activity.controls import MAX_PAGE
@@ -45,9 +47,15 @@ def new_activity(body: Any) -> Activity:
     return parse_new_activity(body)
 
 
-def create(services: Services, activity: Activity, progress: Progress | None = None) -> Activity:
+def create(services: Services, activity: Activity, progress: Progress | None = None, *,
+           by: Operator) -> Activity:
     """Store a new activity (database, then Redis) and tell every process; ActivityExists if
     the id is taken. ``progress`` follows the push of a red-envelope split."""
+    with trail.action(by, "activity.create", activity=activity.id):
+        return _create(services, activity, progress)
+
+
+def _create(services: Services, activity: Activity, progress: Progress | None) -> Activity:
     if activity.limit_by == BY_PERSON and services.settings.person_claim is None:
         # Every buyer would be refused (no token could name a person): say so now instead.
         raise errors.BadRequest("limit_by 'person' needs SECKILL_PERSON_CLAIM: the gateway "
@@ -61,11 +69,13 @@ def create(services: Services, activity: Activity, progress: Progress | None = N
     return activity
 
 
-def edit(services: Services, activity: Activity, body: Any) -> Activity:
+def edit(services: Services, activity: Activity, body: Any, *, by: Operator) -> Activity:
     """Change what the sale page shows (:func:`parse_edit`'s fields, nothing a sale decision
     reads); every process follows. Returns the activity as it is now."""
     changes = parse_edit(body)
-    changed = services.controls.edit(activity.id, changes)
+    with trail.action(by, "activity.edit", activity=activity.id,
+                      fields=",".join(sorted(changes))):
+        changed = services.controls.edit(activity.id, changes)
     services.cache.forget(activity.id)  # this process at once; the others on the announcement
     return changed
 
@@ -79,7 +89,8 @@ def checked_add(add: Any) -> int:
     return add
 
 
-def restock_variant(services: Services, activity: Activity, add: Any, vid: Any) -> Activity:
+def restock_variant(services: Services, activity: Activity, add: Any, vid: Any, *,
+                    by: Operator) -> Activity:
     """Add ``add`` units to one variant of an activity with variants (negative: remove
     unsold ones); ``vid`` is required there and only there (400 naming ``variant``), and must
     be one of its variants (404 ``unknown_variant``). Returns the activity as Redis holds it
@@ -94,15 +105,19 @@ def restock_variant(services: Services, activity: Activity, add: Any, vid: Any) 
         raise errors.BadRequest("variant must be a variant id (a string)", field="variant")
     if vid not in {v.id for v in activity.variants}:
         raise errors.UnknownVariant(variant=vid[:40])
-    services.restocks.restock_variant(activity.id, vid, checked_add(add))
+    units = checked_add(add)
+    with trail.action(by, "activity.restock", activity=activity.id, variant=vid, add=units):
+        services.restocks.restock_variant(activity.id, vid, units)
     services.sale.returned(activity.id)
     return services.controls.current(activity.id)
 
 
-def restock(services: Services, activity: Activity, add: Any) -> Activity:
+def restock(services: Services, activity: Activity, add: Any, *, by: Operator) -> Activity:
     """Add ``add`` units to the activity's stock (negative: remove unsold units); Redis decides
     the bounds (InsufficientStock, BadRequest for packets or unlimited stock). Every process
     drops its sold-out flag. Returns the activity with its new numbers."""
-    total, remaining = services.restocks.restock(activity.id, checked_add(add))
+    units = checked_add(add)
+    with trail.action(by, "activity.restock", activity=activity.id, add=units):
+        total, remaining = services.restocks.restock(activity.id, units)
     services.sale.returned(activity.id)
     return dataclasses.replace(activity, total=total, remaining=remaining)

@@ -15,6 +15,8 @@ from seckill.domain.blocks import (
     checked_subject,
     parse_block,
 )
+from seckill.domain.operators import Operator
+from seckill.operator import trail
 from seckill.services import Services
 
 MAX_PAGE = 200  # as the list of activities
@@ -48,16 +50,19 @@ def checked_cursor(cursor: str | None) -> int:
     return int(cursor)
 
 
-def block(services: Services, wanted: Block) -> Block:
+def block(services: Services, wanted: Block, *, by: Operator) -> Block:
     """Block a buyer; blocking again what is blocked replaces the reason. UnknownActivity if
     the block names an activity the database does not know. Returns the block as stored."""
-    return services.blocks.block(wanted)
+    with trail.action(by, "block.add", **wanted.key()):  # never the reason: free text
+        return services.blocks.block(wanted)
 
 
-def unblock(services: Services, kind: str, subject: str, activity: str | None) -> Block:
+def unblock(services: Services, kind: str, subject: str, activity: str | None, *,
+            by: Operator) -> Block:
     """Lift a block (on ``activity``; None: the block on every activity, not the others);
     UnknownBlock if there is none. Returns the block lifted."""
-    return services.blocks.unblock(kind, subject, activity)
+    with trail.action(by, "block.lift", **{kind: subject, "activity": activity}):
+        return services.blocks.unblock(kind, subject, activity)
 
 
 def page(services: Services, after: int, limit: int) -> tuple[list[Block], int | None]:

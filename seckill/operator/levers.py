@@ -12,23 +12,32 @@ from typing import Any
 from seckill.domain import admission, errors
 from seckill.domain.activities import Activity
 from seckill.domain.clock import now_ms
+from seckill.domain.operators import Operator
+from seckill.operator import trail
 from seckill.services import Services
 
 
-def pause(services: Services, activity: Activity, sent_ms: int | None = None) -> Activity:
+def pause(services: Services, activity: Activity, sent_ms: int | None = None, *,
+          by: Operator) -> Activity:
     """Pause the sale: no URL, no purchase until resumed."""
-    return _changed(services, services.controls.set_paused(activity.id, True, _version(sent_ms)))
+    with trail.action(by, "activity.pause", activity=activity.id):
+        return _changed(services, services.controls.set_paused(activity.id, True,
+                                                               _version(sent_ms)))
 
 
-def resume(services: Services, activity: Activity, sent_ms: int | None = None) -> Activity:
+def resume(services: Services, activity: Activity, sent_ms: int | None = None, *,
+           by: Operator) -> Activity:
     """Resume a paused sale."""
-    return _changed(services, services.controls.set_paused(activity.id, False,
-                                                           _version(sent_ms)))
+    with trail.action(by, "activity.resume", activity=activity.id):
+        return _changed(services, services.controls.set_paused(activity.id, False,
+                                                               _version(sent_ms)))
 
 
-def end(services: Services, activity: Activity, sent_ms: int | None = None) -> Activity:
+def end(services: Services, activity: Activity, sent_ms: int | None = None, *,
+        by: Operator) -> Activity:
     """End the sale now; AlreadyEnded if its window is already over."""
-    return _changed(services, services.controls.end(activity.id, _version(sent_ms)))
+    with trail.action(by, "activity.end", activity=activity.id):
+        return _changed(services, services.controls.end(activity.id, _version(sent_ms)))
 
 
 def _version(sent_ms: int | None) -> int:
@@ -50,9 +59,11 @@ def parse_factor(body: Any) -> float:
     return admission.parse_factor(body)
 
 
-def set_admission_factor(services: Services, activity: Activity, factor: float) -> Activity:
+def set_admission_factor(services: Services, activity: Activity, factor: float, *,
+                         by: Operator) -> Activity:
     """Set a queue's admission factor live (admitted <= units left x factor)."""
-    services.queue.set_factor(queued(activity).id, factor)
+    with trail.action(by, "activity.admission", activity=activity.id, factor=factor):
+        services.queue.set_factor(queued(activity).id, factor)
     return _changed(services, dataclasses.replace(activity, admission_factor=factor))
 
 

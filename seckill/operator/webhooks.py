@@ -25,6 +25,8 @@ import sqlalchemy as sa
 from seckill.domain import bodies, errors
 from seckill.domain.clock import ms_from_iso
 from seckill.domain.events import ALL_EVENTS, EVENT_TYPES
+from seckill.domain.operators import Operator
+from seckill.operator import trail
 from seckill.services import Services
 from seckill.sql.webhooks import STATUSES, Endpoint, WebhookBook
 
@@ -182,15 +184,21 @@ def since_of(body: Any) -> int:
 # -- the actions -----------------------------------------------------------------------
 
 
-def register(services: Services, url: str, events: list[str], secret: str) -> Endpoint:
+def register(services: Services, url: str, events: list[str], secret: str, *,
+             by: Operator) -> Endpoint:
     """Register an endpoint (validated by :func:`new_endpoint`); events from now on are sent
     to it. Returns it, its secret with it."""
-    return _book(services).add(url, events, secret)
+    # The host only: a URL's path or query may hold what the shop treats as a secret.
+    with trail.action(by, "webhook.add", host=urlsplit(url).hostname) as target:
+        made = _book(services).add(url, events, secret)
+        target["webhook"] = made.id
+    return made
 
 
-def remove(services: Services, endpoint_id: str) -> Endpoint:
+def remove(services: Services, endpoint_id: str, *, by: Operator) -> Endpoint:
     """Remove an endpoint; its pending deliveries are never sent. UnknownWebhook."""
-    return _book(services).remove(checked_id(endpoint_id))
+    with trail.action(by, "webhook.remove", webhook=endpoint_id[:40]):
+        return _book(services).remove(checked_id(endpoint_id))
 
 
 def page(services: Services, after: str | None,
@@ -207,7 +215,8 @@ def deliveries(services: Services, endpoint_id: str, status: str | None, after: 
     return _book(services).deliveries(checked_id(endpoint_id), status, after, limit)
 
 
-def replay(services: Services, endpoint_id: str, since_ms: int) -> int:
+def replay(services: Services, endpoint_id: str, since_ms: int, *, by: Operator) -> int:
     """Send again, under their own webhook-ids, the endpoint's events since ``since_ms``;
     returns how many. UnknownWebhook."""
-    return _book(services).replay(checked_id(endpoint_id), since_ms)
+    with trail.action(by, "webhook.replay", webhook=endpoint_id[:40], since_ms=since_ms):
+        return _book(services).replay(checked_id(endpoint_id), since_ms)

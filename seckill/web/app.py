@@ -11,11 +11,13 @@ from flask import Flask, Response, g, request
 from edge import Edge
 from edge.blocks import NotBlocked
 from edge.identity import Identity
+from edge.operators import Operators, RoleCheck
 from edge.purchase_url import PurchaseUrls, PurchaseUrlSigner
 from edge.ratelimit import UserRateLimit
 from edge.soldout import SoldOutFlag
 from edge.window import SaleWindow
 from seckill.config import Settings
+from seckill.operator import trail
 from seckill.services import Services
 from seckill.store.plumbing.storage import DiskWatch
 from seckill.web import routes
@@ -62,9 +64,11 @@ def create_app(config: Settings | Mapping[str, str] | None = None) -> Flask:
     chain = Edge()
     chain.init_app(app)
     signer = PurchaseUrlSigner(settings.secret_keys, settings.url_ttl, settings.clock_skew)
-    Identity(settings.jwt_secret, settings.admin_token, settings.clock_skew,
-             settings.jwt_max_ttl, settings.person_claim, settings.person_canon,
-             settings.metrics_token, buyers_issuer(settings, services)).init_app(app)
+    Identity(settings.jwt_secret, Operators(settings.admin_token, services.operators),
+             settings.clock_skew, settings.jwt_max_ttl, settings.person_claim,
+             settings.person_canon, settings.metrics_token,
+             buyers_issuer(settings, services)).init_app(app)
+    RoleCheck(routes.ROLES, trail.refused).init_app(app)  # an operator route's role: 403
     NotBlocked(services.blocks).init_app(app)  # needs the user (and person); no Redis
     SaleWindow(services.sale).init_app(app)
     SoldOutFlag(services.sale).init_app(app)

@@ -1,4 +1,5 @@
-"""A TCP relay in front of the test's PostgreSQL that can take it away or hang it.
+"""A TCP relay in front of the test's PostgreSQL that can take it away or hang it; a SQLite
+database locked, moved, or away.
 
 The PostgreSQL the tests share is never stopped or paused: each test puts a relay of its own
 between its gateway and the server, and the relay plays the fault. ``down()`` is a stopped
@@ -10,7 +11,10 @@ real.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
@@ -102,3 +106,32 @@ class SqliteWriteLock:
 def is_sqlite(database_url: str) -> bool:
     """Whether ``database_url`` names a SQLite database."""
     return sa.engine.make_url(database_url).get_backend_name() == "sqlite"
+
+
+def move_sqlite(source: Path, target: Path) -> None:
+    """Move a SQLite database with its WAL journal and shared memory, over whatever is at
+    ``target`` (an empty database made meanwhile, and its own journal, are replaced)."""
+    for suffix in ("", "-wal", "-shm"):
+        found = Path(f"{source}{suffix}")
+        if found.exists():
+            found.replace(f"{target}{suffix}")
+        else:
+            Path(f"{target}{suffix}").unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def sqlite_away(database: Path, engine: sa.Engine) -> Iterator[None]:
+    """A SQLite database that cannot be opened at all while inside: moved aside (with its
+    journal), a folder in its place, and ``engine``'s pooled connections (which would go on
+    reading the moved file) closed; put back afterwards."""
+    aside = database.with_name(database.name + ".aside")
+    engine.dispose()
+    move_sqlite(database, aside)
+    database.mkdir()
+    try:
+        yield
+    finally:
+        engine.dispose()
+        database.rmdir()
+        move_sqlite(aside, database)
+        engine.dispose()

@@ -2,8 +2,9 @@
 token, manage activities, run the orders worker alone, render an nginx config. Its parser and
 dispatch are here (``seckill.ops.cli.main``, the console script; ``python -m seckill.ops.cli``);
 the commands on the store are one module per resource: :mod:`.activities`, :mod:`.sale`,
-:mod:`.orders`, :mod:`.blocks`, :mod:`.webhooks`, :mod:`.secrets`, :mod:`.aof`; the store they
-use and how its failures read: :mod:`.store`.
+:mod:`.orders`, :mod:`.blocks`, :mod:`.webhooks`, :mod:`.operators`, :mod:`.secrets`,
+:mod:`.aof`; the store they use, who they act as and how its failures read: :mod:`.store`.
+A command's action writes its audit line on standard error (``seckill.operator.trail``).
 
 Exit codes: 0 done; 1 the operation failed (Redis unreachable, activity exists, a child kept
 crashing); 2 bad input or configuration, with one line ``seckill: <message>`` and no traceback.
@@ -36,10 +37,11 @@ from seckill.ops.cli.activities import (
 )
 from seckill.ops.cli.aof import cmd_aof_repair
 from seckill.ops.cli.blocks import add_block_commands
+from seckill.ops.cli.operators import add_operator_commands
 from seckill.ops.cli.orders import cmd_order_cancel, cmd_order_pay
 from seckill.ops.cli.sale import add_sale_verbs
 from seckill.ops.cli.secrets import add_secret_commands
-from seckill.ops.cli.store import READ, WRITE, Failure, store_access
+from seckill.ops.cli.store import READ, WRITE, Failure, audit_on_stderr, store_access
 from seckill.ops.cli.variants import add_restock_variant, add_variant_options
 from seckill.ops.cli.webhooks import add_webhook_commands
 from seckill.sql.sealing import DataKeyError
@@ -360,6 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_block_commands(commands)
     add_webhook_commands(commands)
+    add_operator_commands(commands)
 
     aof = commands.add_parser("aof", help="a stopped Valkey server's append-only file")
     aof_verbs = aof.add_subparsers(dest="verb", metavar="VERB", required=True)
@@ -383,7 +386,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(handler(args))
+        with audit_on_stderr():
+            return int(handler(args))
     except (ConfigError, errors.BadRequest) as exc:
         print(f"seckill: {exc}", file=sys.stderr)
         return 2

@@ -20,6 +20,7 @@ from seckill.ops.cli.store import (
     READ,
     WRITE,
     Failure,
+    actor,
     checked_activity_id,
     no_activity,
     refused,
@@ -152,7 +153,7 @@ def cmd_activity_create(args: argparse.Namespace) -> int:
         progress = ProgressBar(sys.stderr, f"{activity.total} packets")
     with store_services(CREATE) as services:
         try:
-            activities.create(services, activity, progress)
+            activities.create(services, activity, progress, by=actor())
         except errors.ActivityExists:
             raise Failure(f"activity {activity.id!r} already exists") from None
     print(json.dumps(activity.public(now_ms()), indent=2))
@@ -215,9 +216,10 @@ def cmd_activity_restock(args: argparse.Namespace) -> int:
         try:
             found = activities.find(services, args.id)
             if found.variants or args.variant is not None:
-                updated = activities.restock_variant(services, found, args.units, args.variant)
+                updated = activities.restock_variant(services, found, args.units, args.variant,
+                                                     by=actor())
             else:
-                updated = activities.restock(services, found, args.units)
+                updated = activities.restock(services, found, args.units, by=actor())
         except errors.UnknownActivity:
             raise no_activity(args.id) from None
         except (errors.InsufficientStock, errors.UnknownVariant) as exc:
@@ -241,7 +243,7 @@ def cmd_activity_admission(args: argparse.Namespace) -> int:
             raise no_activity(args.id) from None
         except errors.BadRequest as exc:  # no queue: what the activity is, not the input
             raise Failure(f"activity {args.id!r}: {exc.message}") from None
-        updated = levers.set_admission_factor(services, found, factor)
+        updated = levers.set_admission_factor(services, found, factor, by=actor())
     print(json.dumps(updated.public(now_ms()), indent=2))
     return 0
 
@@ -264,7 +266,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     checked_activity_id(args.id)
     with store_services() as services:
         try:
-            report = audit.reconcile(services, args.id, repair=args.repair)
+            report = audit.reconcile(services, args.id, repair=args.repair, by=actor())
         except errors.UnknownActivity:
             raise Failure(f"no activity {args.id!r} in the database") from None
     print(json.dumps(report, indent=2))

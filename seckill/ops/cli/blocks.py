@@ -13,7 +13,7 @@ from typing import Any
 
 from seckill.domain import errors
 from seckill.ops.cli import listing
-from seckill.ops.cli.store import READ, WRITE, no_activity, refused, store_services
+from seckill.ops.cli.store import READ, WRITE, actor, no_activity, refused, store_services
 
 _COLUMNS = ("kind", "id", "activity", "created_at", "reason")
 
@@ -36,7 +36,7 @@ def cmd_block(args: argparse.Namespace) -> int:
         # The admin API's validation (exit 2 naming the field), in the gateway's person form.
         wanted = blocks.new_block(body, services.settings.person_canon)
         try:
-            stored = blocks.block(services, wanted)
+            stored = blocks.block(services, wanted, by=actor())
         except errors.UnknownActivity:
             raise no_activity(str(args.activity)) from None
     print(json.dumps(stored.body(), indent=2))
@@ -53,7 +53,7 @@ def cmd_unblock(args: argparse.Namespace) -> int:
     with store_services(WRITE) as services:
         named = blocks.target(kind, subject, args.activity, services.settings.person_canon)
         try:
-            lifted = blocks.unblock(services, *named)
+            lifted = blocks.unblock(services, *named, by=actor())
         except UnknownBlock as exc:
             raise refused(exc) from None
     print(json.dumps(lifted.body(), indent=2))

@@ -9,7 +9,7 @@ import argparse
 import json
 
 from seckill.domain import errors
-from seckill.ops.cli.store import WRITE, refused, store_services
+from seckill.ops.cli.store import WRITE, actor, refused, store_services
 
 
 def cmd_order_cancel(args: argparse.Namespace) -> int:
@@ -18,7 +18,7 @@ def cmd_order_cancel(args: argparse.Namespace) -> int:
 
     with store_services(WRITE) as services:
         try:
-            cancelled = orders.cancel(services, args.order_id)
+            cancelled = orders.cancel(services, args.order_id, by=actor())
         except (errors.UnknownOrder, errors.AlreadyCancelled) as exc:
             raise refused(exc) from None
     print(json.dumps({"status": "cancelled", "order_id": cancelled.order_id,
@@ -32,7 +32,7 @@ def cmd_order_pay(args: argparse.Namespace) -> int:
 
     with store_services(WRITE) as services:
         try:
-            paid = orders.pay(services, args.order_id, args.ref)
+            paid = orders.pay(services, args.order_id, args.ref, by=actor())
         except errors.SeckillError as exc:
             if exc.status >= 500:
                 raise

@@ -14,6 +14,7 @@ from seckill.ops.cli import listing
 from seckill.ops.cli.store import (
     READ,
     WRITE,
+    actor,
     checked_activity_id,
     no_activity,
     refused,
@@ -50,7 +51,7 @@ def cmd_activity_lever(args: argparse.Namespace) -> int:
     pull = {"pause": levers.pause, "resume": levers.resume, "end": levers.end}[args.verb]
     with store_services(WRITE) as services:
         try:
-            activity = pull(services, activities.find(services, args.id))
+            activity = pull(services, activities.find(services, args.id), by=actor())
         except errors.UnknownActivity:
             raise no_activity(args.id) from None
         except errors.AlreadyEnded as exc:

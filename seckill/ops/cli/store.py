@@ -23,6 +23,7 @@ from seckill.ops.stack.embedded import read_password
 from seckill.ops.stack.up import UP_FILE, find_running_up, redact_url
 
 if TYPE_CHECKING:
+    from seckill.domain.operators import Operator
     from seckill.services import Services
 
 
@@ -130,6 +131,37 @@ def store_services(access: str | None = None) -> Iterator[Services]:
         raise _store_failure(settings, exc) from None
     finally:
         services.close()
+
+
+def actor() -> Operator:
+    """Who the command acts as, in the audit trail and in the events its actions cause:
+    ``cli:<SECKILL_OPERATOR or login>``, an admin (it holds the store's credentials)."""
+    from seckill.domain.operators import ADMIN, Operator
+
+    return Operator(config.cli_operator(), ADMIN)
+
+
+@contextmanager
+def audit_on_stderr() -> Iterator[None]:
+    """The command's audit lines (``seckill.operator.trail``) on standard error, in the stack's
+    log format, for the actions it did (a refusal says so in its own one line)."""
+    import logging
+    import sys
+
+    from seckill import logs
+
+    trail = logging.getLogger("seckill.audit")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logs.Formatter("seckill-cli", logs.json_wanted()))
+    handler.addFilter(lambda record: getattr(record, "fields", {}).get("outcome") == "ok")
+    level = trail.level
+    trail.addHandler(handler)
+    trail.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        trail.removeHandler(handler)
+        trail.setLevel(level)
 
 
 def checked_activity_id(text: str) -> str:

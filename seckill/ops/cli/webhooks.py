@@ -14,7 +14,7 @@ from typing import Any
 
 from seckill.domain import errors
 from seckill.ops.cli import listing
-from seckill.ops.cli.store import READ, WRITE, refused, store_services
+from seckill.ops.cli.store import READ, WRITE, actor, refused, store_services
 
 _LIST_COLUMNS = ("id", "url", "events", "backlog", "failed", "last_attempt")
 _DELIVERY_COLUMNS = ("event_id", "type", "subject", "status", "attempts", "last_attempt_at",
@@ -31,7 +31,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         body["secret"] = args.secret
     url, events, secret = webhooks.new_endpoint(body)  # the admin API's validation: exit 2
     with store_services(WRITE) as services:
-        made = webhooks.register(services, url, events, secret)
+        made = webhooks.register(services, url, events, secret, by=actor())
     print(json.dumps(made.body(with_secret=True), indent=2))
     return 0
 
@@ -68,7 +68,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
     with store_services(WRITE) as services:
         try:
-            removed = webhooks.remove(services, args.id)
+            removed = webhooks.remove(services, args.id, by=actor())
         except errors.UnknownWebhook as exc:
             raise refused(exc) from None
     print(json.dumps(removed.body(), indent=2))
@@ -101,7 +101,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     since = webhooks.since_of({"since": args.since})  # exit 2 naming since
     with store_services(WRITE) as services:
         try:
-            count = webhooks.replay(services, args.id, since)
+            count = webhooks.replay(services, args.id, since, by=actor())
         except errors.UnknownWebhook as exc:
             raise refused(exc) from None
     print(json.dumps({"id": args.id, "since": iso_from_ms(since), "replayed": count}))

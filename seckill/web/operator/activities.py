@@ -24,7 +24,7 @@ from seckill.domain.activities import CONSOLE_STATES, Activity, is_activity_id, 
 from seckill.operator import activities, levers
 from seckill.operator.activities import MAX_PAGE
 from seckill.web.body import json_body, read_body, request_arrival_ms
-from seckill.web.current import services
+from seckill.web.current import operator, services
 from seckill.web.limits import ColdLimits
 
 DEFAULT_PAGE = 50
@@ -82,7 +82,7 @@ def blueprint(limits: ColdLimits) -> Blueprint:
     @limits.operator_call
     def create_activity() -> tuple[dict[str, Any], int]:
         activity = activities.new_activity(_body())
-        return activities.create(services(), activity).public(now_ms()), 201
+        return activities.create(services(), activity, by=operator()).public(now_ms()), 201
 
     @bp.get("/admin/activities/<aid>")
     @edge.filters(edge.ADMIN)
@@ -94,7 +94,7 @@ def blueprint(limits: ColdLimits) -> Blueprint:
     def edit(aid: str) -> dict[str, Any]:
         found = services()
         activity = activities.find(found, aid)
-        return activities.edit(found, activity, _body()).public(now_ms())
+        return activities.edit(found, activity, _body(), by=operator()).public(now_ms())
 
     @bp.post("/admin/activities/<aid>/stock")
     @edge.filters(edge.ADMIN)
@@ -107,9 +107,9 @@ def blueprint(limits: ColdLimits) -> Blueprint:
             raise errors.BadRequest('the body must be {"add": <integer>}, with "variant": '
                                     '"<id>" on an activity with variants')
         if activity.variants or "variant" in body:
-            return activities.restock_variant(found, activity, body["add"],
-                                              body.get("variant")).public(now_ms())
-        return activities.restock(found, activity, body["add"]).public(now_ms())
+            return activities.restock_variant(found, activity, body["add"], body.get("variant"),
+                                              by=operator()).public(now_ms())
+        return activities.restock(found, activity, body["add"], by=operator()).public(now_ms())
 
     @bp.get("/admin/activities/<aid>/stats")
     @edge.filters(edge.ADMIN)
@@ -128,25 +128,29 @@ def blueprint(limits: ColdLimits) -> Blueprint:
     @edge.filters(edge.ADMIN)
     def pause(aid: str) -> dict[str, Any]:
         found = services()
-        return levers.pause(found, activities.find(found, aid), _sent_ms()).public(now_ms())
+        return levers.pause(found, activities.find(found, aid), _sent_ms(),
+                            by=operator()).public(now_ms())
 
     @bp.post("/admin/activities/<aid>/resume")
     @edge.filters(edge.ADMIN)
     def resume(aid: str) -> dict[str, Any]:
         found = services()
-        return levers.resume(found, activities.find(found, aid), _sent_ms()).public(now_ms())
+        return levers.resume(found, activities.find(found, aid), _sent_ms(),
+                             by=operator()).public(now_ms())
 
     @bp.post("/admin/activities/<aid>/end")
     @edge.filters(edge.ADMIN)
     def end(aid: str) -> dict[str, Any]:
         found = services()
-        return levers.end(found, activities.find(found, aid), _sent_ms()).public(now_ms())
+        return levers.end(found, activities.find(found, aid), _sent_ms(),
+                          by=operator()).public(now_ms())
 
     @bp.post("/admin/activities/<aid>/admission")
     @edge.filters(edge.ADMIN)
     def admission_factor(aid: str) -> dict[str, Any]:
         activity = _queued(aid)
         factor = levers.parse_factor(_body())
-        return levers.set_admission_factor(services(), activity, factor).public(now_ms())
+        return levers.set_admission_factor(services(), activity, factor,
+                                           by=operator()).public(now_ms())
 
     return bp

@@ -14,7 +14,7 @@ from seckill.domain import errors
 from seckill.domain.blocks import PERSON, USER
 from seckill.operator import blocks
 from seckill.web.body import json_body, read_body
-from seckill.web.current import services
+from seckill.web.current import operator, services
 from seckill.web.limits import ColdLimits
 
 DEFAULT_PAGE = 50
@@ -39,7 +39,7 @@ def blueprint(limits: ColdLimits) -> Blueprint:
     def create_block() -> tuple[dict[str, Any], int]:
         wanted = blocks.new_block(json_body(read_body(request.environ), False),
                                   services().settings.person_canon)
-        return blocks.block(services(), wanted).body(), 201
+        return blocks.block(services(), wanted, by=operator()).body(), 201
 
     @bp.get("/admin/blocks")
     @edge.filters(edge.ADMIN)
@@ -70,4 +70,4 @@ def _lift(kind: str, subject: str) -> dict[str, Any]:
     found = services()
     named = blocks.target(kind, subject, request.args.get("activity"),
                           found.settings.person_canon)
-    return blocks.unblock(found, *named).body()
+    return blocks.unblock(found, *named, by=operator()).body()

@@ -13,7 +13,7 @@ import edge
 from seckill.domain import errors
 from seckill.operator import orders
 from seckill.web.body import json_body, read_body
-from seckill.web.current import services
+from seckill.web.current import operator, services
 from seckill.web.limits import ColdLimits
 
 
@@ -25,7 +25,7 @@ def blueprint(limits: ColdLimits) -> Blueprint:
     @bp.post("/admin/orders/<order_id>/cancel")
     @edge.filters(edge.ADMIN)
     def cancel_order(order_id: str) -> dict[str, Any]:
-        cancelled = orders.cancel(services(), order_id)
+        cancelled = orders.cancel(services(), order_id, by=operator())
         return {"status": "cancelled", "order_id": cancelled.order_id}
 
     @bp.post("/admin/orders/<order_id>/pay")
@@ -34,6 +34,6 @@ def blueprint(limits: ColdLimits) -> Blueprint:
         body = json_body(read_body(request.environ), False)
         if not isinstance(body, dict) or set(body) != {"payment_ref"}:
             raise errors.BadRequest('the body must be {"payment_ref": <string>}')
-        return orders.pay(services(), order_id, body["payment_ref"])
+        return orders.pay(services(), order_id, body["payment_ref"], by=operator())
 
     return bp

@@ -16,7 +16,7 @@ from seckill.domain import errors
 from seckill.domain.clock import iso_from_ms
 from seckill.operator import webhooks
 from seckill.web.body import json_body, read_body
-from seckill.web.current import services
+from seckill.web.current import operator, services
 from seckill.web.limits import ColdLimits
 
 DEFAULT_PAGE = 50
@@ -41,7 +41,7 @@ def blueprint(limits: ColdLimits) -> Blueprint:
     def create_webhook() -> tuple[dict[str, Any], int]:
         url, events, secret = webhooks.new_endpoint(json_body(read_body(request.environ),
                                                               False))
-        made = webhooks.register(services(), url, events, secret)
+        made = webhooks.register(services(), url, events, secret, by=operator())
         return made.body(with_secret=True), 201
 
     @bp.get("/admin/webhooks")
@@ -59,7 +59,7 @@ def blueprint(limits: ColdLimits) -> Blueprint:
     @bp.delete("/admin/webhooks/<endpoint_id>")
     @edge.filters(edge.ADMIN)
     def remove_webhook(endpoint_id: str) -> dict[str, Any]:
-        return webhooks.remove(services(), endpoint_id).body()
+        return webhooks.remove(services(), endpoint_id, by=operator()).body()
 
     @bp.get("/admin/webhooks/<endpoint_id>/deliveries")
     @edge.filters(edge.ADMIN)
@@ -78,7 +78,7 @@ def blueprint(limits: ColdLimits) -> Blueprint:
     def replay(endpoint_id: str) -> dict[str, Any]:
         webhooks.checked_id(endpoint_id)  # an id no endpoint has: 404 before the body's 400
         since = webhooks.since_of(json_body(read_body(request.environ), False))
-        count = webhooks.replay(services(), endpoint_id, since)
+        count = webhooks.replay(services(), endpoint_id, since, by=operator())
         return {"id": endpoint_id, "since": iso_from_ms(since), "replayed": count}
 
     return bp
