@@ -130,7 +130,14 @@ def test_the_pre_queue_order_is_unrelated_to_the_join_order_and_later_joiners_qu
     correlation with that order is below 0.1 in absolute value. Joiners after the start are
     placed in arrival order, behind them all."""
     users = [f"early{i:04d}" for i in range(2000)]
-    activity = queued_activity(client, total=1, starts_in=8)
+    # The joins must all land before the start: time 200 joins on a queue of their own and
+    # give the 2,000 twice the time that rate takes (a loaded machine joins slower).
+    trial = queued_activity(client, total=1, starts_in=60)["id"]
+    began = time.perf_counter()
+    for n in range(200):
+        expect(join(client, trial, f"trial{n:03d}"), 200)
+    budget = 2 * 10 * (time.perf_counter() - began) + 0.5
+    activity = queued_activity(client, total=1, starts_in=budget)
     aid = activity["id"]
     for uid in users:
         expect(join(client, aid, uid), 200)
