@@ -77,6 +77,22 @@ def load_options(top: argparse.ArgumentParser) -> None:
     top.add_argument("--appendfsync", default="always", choices=["always", "everysec", "no"])
 
 
+def pair_parser(prog: str, doc: str | None, output: str, rounds: int = 5, duration: int = 5,
+                warmup: float = 2.0) -> argparse.ArgumentParser:
+    """The command line of a benchmark of paired timed runs: ``--rounds``, ``--duration``,
+    ``--warmup``, :func:`load_options`, and ``--output`` (default ``output``)."""
+    top = argparse.ArgumentParser(prog=prog, description=doc,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    top.add_argument("--rounds", type=int, default=rounds)
+    top.add_argument("--duration", type=int, default=duration, help="seconds per wrk run")
+    top.add_argument("--warmup", type=float, default=warmup,
+                     help="seconds per workload; 0 for none")
+    load_options(top)
+    top.add_argument("--output", type=Path, default=Path(output),
+                     help="path stem of the report (.md and .json are added)")
+    return top
+
+
 def write_report(output: Path, text: str, data: dict[str, Any]) -> None:
     """``<output>.md`` (``text``, also printed) and ``<output>.json`` (``data``)."""
     output.parent.mkdir(parents=True, exist_ok=True)

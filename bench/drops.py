@@ -158,7 +158,7 @@ def fresh_crowd(n: int, persons: bool = False) -> list[tuple[str, str]]:
     ``CLAIM`` when ``persons``.
 
     Why not the same users 0..n-1 in every run, as other scenarios send: the gateway remembers
-    the last 20,000 tokens it verified (``edge.identity``), and a gateway serving several
+    the last 10,000 to 20,000 tokens it verified (``edge.identity``), and a gateway serving several
     workloads of the same users found some tokens remembered and others not, by the order of
     the runs (the body diagnostic was 0.77x in even rounds, where its run followed the person
     workloads' other tokens, against 1.00x in odd ones). A fresh crowd is the same for every

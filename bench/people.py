@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cli import code_state
-from bench.cluster import load_options, say, write_report
+from bench.cluster import pair_parser, say, write_report
 from bench.drops import CLAIM, person_jwts
 from bench.drops import limited_activity as activity
 from bench.machine import CpuMeter, describe, wrk_version
@@ -143,15 +143,7 @@ def render(data: dict[str, Any]) -> str:
 
 def parser() -> argparse.ArgumentParser:
     """The command line."""
-    top = argparse.ArgumentParser(prog="python -m bench.people", description=__doc__,
-                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    top.add_argument("--rounds", type=int, default=5)
-    top.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
-    top.add_argument("--warmup", type=float, default=2, help="seconds per kind; 0 for none")
-    load_options(top)
-    top.add_argument("--output", type=Path, default=Path("bench/results/people"),
-                     help="path stem of the report (.md and .json are added)")
-    return top
+    return pair_parser("python -m bench.people", __doc__, "bench/results/people")
 
 
 def main(argv: list[str] | None = None) -> int:

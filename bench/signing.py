@@ -16,6 +16,10 @@ Variants:
 * ``itsdangerous URLSafeTimedSerializer``: the library's idiomatic form,
   ``dumps([aid, uid])`` / ``loads(token, max_age=ttl)`` (SHA-256), the payload in the token.
 * ``PyJWT HS256 decode``: what identity costs on every user request, for context.
+
+And a buyer's token at its first sight in a process, by algorithm: HS256 with the secret, and
+an identity provider's RS256, PS256, ES256 and EdDSA tokens through the gateway's issuer check
+(keys from a JWKS file); then the same token once the gateway remembers it.
 """
 
 from __future__ import annotations
@@ -23,19 +27,26 @@ from __future__ import annotations
 import argparse
 import hashlib
 import hmac
+import json
 import statistics
 import sys
+import tempfile
 import time
 import timeit
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import itsdangerous
 import jwt
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
 from bench.machine import describe
-from edge.identity import mint_user_token, user_from_jwt
+from edge.identity import Identity, mint_user_token, user_from_jwt, verify_user_jwt
+from edge.issuer import Issuer, unverified_header
+from edge.jwks import IssuerKeys
 from edge.purchase_url import PurchaseUrlSigner
 from seckill.domain import errors
 
@@ -185,8 +196,51 @@ def run(repeat: int) -> list[Row]:
     rows.append(Row("PyJWT HS256 decode", "jwt", best, median, f"token {len(user_token)} chars"))
     best, median = measure(lambda: user_from_jwt(user_token, JWT_KEY), repeat)
     rows.append(Row("edge.identity.user_from_jwt (decode + sub check)", "jwt", best, median))
+    rows += first_sight(repeat)
     best, median = measure(lambda: hmac.compare_digest(b"x" * 43, b"x" * 43), repeat)
     rows.append(Row("hmac.compare_digest, 43 bytes (floor)", "floor", best, median))
+    return rows
+
+
+def first_sight(repeat: int) -> list[Row]:
+    """What a buyer's token costs the first time a process sees it, by algorithm (HS256 with
+    the secret; an identity provider's RS256, PS256, ES256, EdDSA through the gateway's own
+    issuer check, keys from a JWKS file), and once it is remembered."""
+    private: dict[str, Any] = {"RS256": rsa.generate_private_key(65537, 2048),
+               "PS256": rsa.generate_private_key(65537, 2048),
+               "ES256": ec.generate_private_key(ec.SECP256R1()),
+               "EdDSA": ed25519.Ed25519PrivateKey.generate()}
+    kinds: dict[str, Any] = {"RS256": RSAAlgorithm, "PS256": RSAAlgorithm,
+                             "ES256": ECAlgorithm, "EdDSA": OKPAlgorithm}
+    jwks = {"keys": [{**kinds[alg].to_jwk(key.public_key(), as_dict=True), "kid": alg,
+                      "alg": alg, "use": "sig"} for alg, key in private.items()]}
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="seckill-bench-jwks-") as folder:
+        path = Path(folder) / "jwks.json"
+        path.write_text(json.dumps(jwks), encoding="utf-8")
+        keys = IssuerKeys(None, path, private)
+        issuer = Issuer(keys, "https://idp.bench.test/", ("https://seckill.bench.test/",),
+                        frozenset(private))
+        identity = Identity(JWT_KEY, "bench-admin-token-0123456789", 5, issuer=issuer)
+        now = int(time.time())
+        claims = {"iss": issuer.issuer, "aud": issuer.audience[0], "sub": UID, "iat": now,
+                  "exp": now + 3600}
+        hs256 = mint_user_token(UID, JWT_KEY, ttl=3600)
+        best, median = measure(lambda: verify_user_jwt(hs256, JWT_KEY), repeat)
+        rows.append(Row("first sight: HS256 (edge.identity.verify_user_jwt)", "jwt", best,
+                        median, f"token {len(hs256)} chars"))
+        for alg, key in private.items():
+            token = jwt.encode(claims, key, algorithm=alg, headers={"kid": alg})
+            if identity.user(token) != UID:
+                raise AssertionError(f"{alg}: the gateway refuses its own provider's token")
+            best, median = measure(
+                lambda t=token: issuer.verify(t, unverified_header(t)), repeat)  # type: ignore[misc]
+            rows.append(Row(f"first sight: {alg} (edge.issuer.Issuer.verify)", "jwt", best,
+                            median, f"token {len(token)} chars"))
+            best, median = measure(lambda t=token: identity.verified(t), repeat)  # type: ignore[misc]
+            rows.append(Row(f"remembered: {alg} (edge.identity.Identity.verified)", "jwt", best,
+                            median))
+        keys.close()
     return rows
 
 

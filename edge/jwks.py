@@ -26,7 +26,6 @@ curve other than P-256 / Ed25519 is left out of the set.
 from __future__ import annotations
 
 import dataclasses
-import http.client
 import json
 import logging
 import re
@@ -301,8 +300,8 @@ class IssuerKeys:
         try:
             document, fresh = self._fetch(self.url)
             keys = self._parse(document)
-        except (OSError, http.client.HTTPException, KeySetError) as exc:
-            self._failed(exc)
+        except Exception as exc:  # OSError, HTTPException, KeySetError, or any surprise: a
+            self._failed(exc)      # fetch, also one a buyer's request makes, never raises
             return
         self._failures = 0
         self._url_due = self._last_fetch + fresh

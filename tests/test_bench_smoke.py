@@ -241,3 +241,26 @@ def test_scrape_benchmark_smoke_scrapes_with_the_token_during_a_flood(tmp_path: 
     scrape = runs["scraped"]["scrape"]
     assert scrape["scrapes"] >= 1 and set(scrape["statuses"]) == {"200"}
     assert "| scraped | quiet |" in out.with_suffix(".md").read_text("utf-8")
+
+
+def test_tokens_benchmark_smoke_runs_every_workload(tmp_path: Path) -> None:
+    """``python -m bench.tokens`` end to end in seconds: the gateway verifying HS256 and an
+    identity provider's RS256 and ES256 tokens from a JWKS file, every workload warmed (or
+    not) and sold, each pair with its round (the figures are not asserted)."""
+    _need_wrk()
+    out = tmp_path / "tokens"
+    command = [sys.executable, "-m", "bench.tokens", "--rounds", "1", "--duration", "1",
+               "--warmup", "0", "--settle", "0.1", "--users", "3000", "--output", str(out)]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=240,
+                          check=False)
+    assert done.returncode == 0, f"bench.tokens failed:\n{done.stderr[-6000:]}"
+    data = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    runs = {run["workload"]: run for run in data["runs"]}
+    assert set(runs) == {"hs256", "rs256", "es256", "hs256-first", "rs256-first", "es256-first"}
+    for run in runs.values():
+        assert not run["failed"], run["notes"]
+        assert run["ok"] > 0 and run["sold"] >= run["ok"] and run["gateway_cpu_ms"] > 0
+    assert {(r["measured"], r["baseline"]) for r in data["ratios"]} >= {
+        ("rs256", "hs256"), ("es256", "hs256"), ("rs256-first", "hs256-first")}
+    assert all(len(r["per_round"]) == 1 for r in data["ratios"])
+    assert "| rs256 | hs256 |" in out.with_suffix(".md").read_text("utf-8")
