@@ -1,14 +1,15 @@
 """``python -m bench.tokens``: what the algorithm of a buyer's token costs a purchase.
 
-    python -m bench.tokens [--rounds 5] [--duration 3] [--users 10000] [--output PATH_STEM]
+    python -m bench.tokens [--rounds 6] [--duration 3] [--users 10000] [--output PATH_STEM]
 
 One embedded Valkey (``appendfsync always``) and the gateway under gunicorn as ``bench run``
 starts them (``bench.stack.started``), verifying HS256 tokens (``SECKILL_JWT_SECRET``) and the
 tokens of an identity provider whose keys are a JWKS file the harness writes (one RSA 2048-bit
 key, one EC P-256 key: ``SECKILL_JWT_JWKS_FILE``, ``SECKILL_JWT_ALGORITHMS=RS256,ES256``). Each
 round runs six timed wrk runs of purchases in stock on a new activity, each request a distinct
-buyer, in an order rotated and reversed from round to round; each figure is divided by HS256's
-of the same round, then the median of the rounds is taken:
+buyer, each kind's runs back to back in one of the six orders of three (in turn: 6 or 12
+rounds balance them); each figure is divided by HS256's of the same round, then the median of
+the rounds is taken:
 
 - **remembered** (``hs256``, ``rs256``, ``es256``): before the timed run, every buyer's token is
   sent once (``GET /seckill/<aid>/order``, a counted run), as the buyer's ``GET /seckill/url``
@@ -29,6 +30,7 @@ is still remembered when its purchase arrives. Every 200 must have a sale behind
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import shlex
 import statistics
@@ -55,6 +57,7 @@ ISSUER = "https://idp.bench.test/"
 AUDIENCE = "https://seckill.bench.test/"
 ALGS = ("hs256", "rs256", "es256")
 WORKLOADS = (*ALGS, *(f"{alg}-first" for alg in ALGS))
+ORDERS = list(itertools.permutations(range(len(ALGS))))
 TARGET = 0.95
 METER = CpuMeter()
 _next_user = [2_000_000]  # above the users other benchmarks number: never a token seen
@@ -167,11 +170,13 @@ def execute(args: argparse.Namespace, command: str) -> dict[str, Any]:
                     one_run(setup, provider, workload, warm, 0)
             for round_no in range(1, args.rounds + 1):
                 say(f"round {round_no} of {args.rounds}")
-                # Rotated every round and reversed every other one, so that no workload always
-                # follows the same one (a run after a first-sight run inherits its garbage).
-                shift = (round_no - 1) // 2 % len(WORKLOADS)
-                order = WORKLOADS[shift:] + WORKLOADS[:shift]
-                order = order if round_no % 2 else order[::-1]
+                # Each kind's three runs back to back, as pairs are, in the round's one of the
+                # six orders of three (each workload as often in each place, after each other
+                # one), the remembered block first every other round.
+                places = ORDERS[(round_no - 1) % len(ORDERS)]
+                remembered = [WORKLOADS[i] for i in places]
+                first = [WORKLOADS[3 + i] for i in places]
+                order = remembered + first if round_no % 2 else first + remembered
                 runs += [one_run(setup, provider, workload, args, round_no)
                          for workload in order]
     return {"command": command, "started": started_at, "elapsed_s": time.monotonic() - clock,
@@ -256,8 +261,8 @@ def render(data: dict[str, Any]) -> str:
 
 def parser() -> argparse.ArgumentParser:
     """The command line."""
-    top = pair_parser("python -m bench.tokens", __doc__, "bench/results/tokens", duration=3,
-                      warmup=1.0)
+    top = pair_parser("python -m bench.tokens", __doc__, "bench/results/tokens", rounds=6,
+                      duration=3, warmup=1.0)
     top.set_defaults(workers=1, users=10_000)
     top.add_argument("--note", default="", help="a line for the report, e.g. the commit")
     return top
